@@ -1,0 +1,93 @@
+"""Multi-head attention from scratch: MHA, MQA and GQA from one class, self- or cross-attention.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(D) + mask) V,    head_i = Attention(X Wq_i, X Wk_g(i), X Wv_g(i))
+
+Shape legend: B batch, H query heads, K key/value heads, T query positions, S key positions,
+D head dim, C model width (d_model). Query head h reads KV head g(h) = h // (H // K), the order of
+HF's `repeat_kv`, so K = H is MHA, K = 1 is MQA and anything between is GQA.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnviz.masks import additive
+from attnviz.rope import apply_rotary
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[B, K, S, D] -> [B, K * n_rep, S, D], each KV head repeated for the query heads that read it."""
+    if n_rep == 1:
+        return x
+    b, k, s, d = x.shape
+    return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+    """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
+
+    `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). The softmax runs in
+    float32 and is cast back, as HF's eager attention does.
+    """
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # B, H, T, S
+    if mask is not None:
+        scores = scores + additive(mask, scores.dtype)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
+    return torch.matmul(probs, v), probs  # B, H, T, D
+
+
+class MultiHeadAttention(nn.Module):
+    """MHA (n_kv_heads=None), MQA (n_kv_heads=1) or GQA (1 < n_kv_heads < n_heads).
+
+    >>> mha = MultiHeadAttention(d_model=512, n_heads=8)
+    >>> out, attn = mha(torch.randn(2, 10, 512))   # (2, 10, 512), (2, 8, 10, 10)
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        qkv_bias: bool = True,
+        out_bias: bool = True,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+            head_dim = d_model // n_heads
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
+        self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
+
+    @property
+    def kv_group(self) -> list[int]:
+        """The KV head each query head reads."""
+        return [h // (self.n_heads // self.n_kv_heads) for h in range(self.n_heads)]
+
+    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None):
+        """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
+        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H]: 1 keeps a head's output, 0 zeroes it.
+        Returns (out [B, T, C], attn [B, H, T, S])."""
+        kv = x if kv is None else kv
+        b, t, _ = x.shape
+        s = kv.shape[1]
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # B, H, T, D
+        k = self.k_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        v = self.v_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        n_rep = self.n_heads // self.n_kv_heads
+        context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask)
+        if head_mask is not None:
+            context = context * head_mask.to(context.dtype)[None, :, None, None]  # B, H, T, D
+        context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D
+        return self.o_proj(context), attn

@@ -1,0 +1,93 @@
+"""The transformer stack: embeddings, blocks, final norm and optional unembedding.
+
+One class covers encoders (BERT, RoBERTa, DistilBERT) and decoders (GPT-2, Llama family); what
+differs is data in `ModelConfig`. Shape legend: B batch, T positions, C model width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from attnviz.blocks import Block
+from attnviz.config import ModelConfig
+from attnviz.layers import make_norm
+from attnviz.masks import causal_mask, padding_mask
+from attnviz.rope import inverse_frequencies, rotary_cos_sin
+
+
+@dataclass
+class ForwardOutput:
+    hidden: torch.Tensor  # B, T, C: after the last block (and the final norm of pre-norm models)
+    attentions: list[torch.Tensor]  # per layer: B, H, T, T
+    logits: torch.Tensor | None = None  # B, T, V when the model has an LM head
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.position_embedding = nn.Embedding(c.max_positions, c.d_model) if c.rope_theta is None else None
+        self.type_embedding = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
+        self.embedding_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.embedding_norm else None
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.final_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.pre_norm else None
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False) if c.lm_head else None
+        if self.lm_head is not None and c.tie_word_embeddings:
+            self.lm_head.weight = self.token_embedding.weight
+        if c.rope_theta is not None:
+            inv_freq = inverse_frequencies(c.dim_per_head, c.rope_theta, c.rope_scaling)
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @property
+    def kv_group(self) -> list[int]:
+        return self.blocks[0].attn.kv_group
+
+    def positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """[B, T] position ids. RoBERTa skips padding and starts after padding_idx (HF's rule)."""
+        if self.config.position_offset:
+            not_pad = (input_ids != self.config.pad_token_id).long()
+            return torch.cumsum(not_pad, dim=1) * not_pad + self.config.pad_token_id
+        b, t = input_ids.shape
+        return torch.arange(t, device=input_ids.device).expand(b, t)
+
+    def embed(self, input_ids, token_type_ids=None, positions=None):
+        x = self.token_embedding(input_ids)  # B, T, C
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(positions)
+        if self.type_embedding is not None:
+            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+            x = x + self.type_embedding(types)
+        return self.embedding_norm(x) if self.embedding_norm is not None else x
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None) -> ForwardOutput:
+        """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] 1 keeps."""
+        positions = self.positions(input_ids)
+        x = self.embed(input_ids, token_type_ids, positions)
+        mask = self._keep_mask(input_ids, attention_mask)
+        rotary = None
+        if self.config.rope_theta is not None:
+            rotary = rotary_cos_sin(self.inv_freq, positions, x.dtype)
+        attentions = []
+        for layer, block in enumerate(self.blocks):
+            x, attn = block(x, mask, rotary, None if head_mask is None else head_mask[layer])
+            attentions.append(attn)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        logits = self.lm_head(x) if self.lm_head is not None else None
+        return ForwardOutput(x, attentions, logits)
+
+    def _keep_mask(self, input_ids, attention_mask):
+        """Boolean keep-mask broadcastable to [B, H, T, T], or None when every position may attend."""
+        t = input_ids.shape[1]
+        mask = None
+        if self.config.causal:
+            mask = causal_mask(t, window=self.config.sliding_window, device=input_ids.device)
+        if attention_mask is not None and not bool(attention_mask.all()):
+            pad = padding_mask(attention_mask)  # B, 1, 1, T
+            mask = pad if mask is None else mask & pad
+        return mask

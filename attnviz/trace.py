@@ -1,0 +1,126 @@
+"""The result of one forward pass: tokens, their place in the text, words, and every head's attention.
+
+Word rule (DESIGN.md): a word of free text is a whitespace-separated span, except that every CJK
+character (Han, kana, hangul) and every punctuation character is a word of its own. A token belongs
+to the first word whose character span overlaps the token's span as half-open intervals.
+"""
+
+from __future__ import annotations
+
+import string
+import unicodedata
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# (start, end) code point ranges of the scripts written without spaces between words.
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x312F),  # Bopomofo
+    (0x3130, 0x318F),  # Hangul compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana phonetic extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo extended A
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3134F),  # CJK extensions B-G
+)
+
+
+def is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def is_punctuation(char: str) -> bool:
+    # Unicode punctuation (P*), plus ASCII symbols such as < > $ that Unicode files under S*.
+    return unicodedata.category(char).startswith("P") or char in string.punctuation
+
+
+def split_words(text: str) -> list[tuple[int, int]]:
+    """Character spans [start, end) of the words of free text, by the rule in the module docstring."""
+    spans: list[tuple[int, int]] = []
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                spans.append((start, i))
+                start = None
+        elif is_cjk(char) or is_punctuation(char):
+            if start is not None:
+                spans.append((start, i))
+                start = None
+            spans.append((i, i + 1))
+        elif start is None:
+            start = i
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def spans_of_joined_words(words: list[str], sep: str = " ") -> tuple[str, list[tuple[int, int]]]:
+    """The text `sep.join(words)` and each word's span in it (probe files and treebanks bring words)."""
+    spans, position = [], 0
+    for word in words:
+        spans.append((position, position + len(word)))
+        position += len(word) + len(sep)
+    return sep.join(words), spans
+
+
+def align_tokens_to_words(
+    offsets: list[tuple[int, int]],
+    sequence_ids: list[int | None],
+    word_spans: list[tuple[int, int]],
+    word_sequence: list[int] | None = None,
+) -> list[int | None]:
+    """Index of the first word overlapping each token (half-open), or None.
+
+    `word_sequence[w]` says which sentence (0 or 1) word w is in; tokens only match words of their
+    own sentence, since offsets are relative to the token's own sentence.
+    """
+    if word_sequence is None:
+        word_sequence = [0] * len(word_spans)
+    result: list[int | None] = []
+    for (ts, te), seq in zip(offsets, sequence_ids):
+        match = None
+        if seq is not None and ts < te:
+            for w, (ws, we) in enumerate(word_spans):
+                if word_sequence[w] == seq and ts < we and ws < te:
+                    match = w
+                    break
+        result.append(match)
+    return result
+
+
+@dataclass
+class AttentionTrace:
+    """Everything one `model.run` saw and computed. `attentions` is float32 [layers, heads, T, S]."""
+
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    sequence_ids: list[int | None]
+    input_ids: list[int]
+    attentions: np.ndarray
+    kv_group: list[int]
+    words: list[str]
+    word_of_token: list[int | None]
+    truncated: bool
+    texts: tuple[str, ...] = ()
+    word_spans: list[tuple[int, int]] = field(default_factory=list)
+    word_sequence: list[int] = field(default_factory=list)
+    special_mask: list[bool] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    # Decoders with an LM head: the 5 likeliest next tokens after each position, as (label, prob).
+    next_tokens: list[list[tuple[str, float]]] | None = None
+
+    @property
+    def n_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions.shape[1]
