@@ -1,0 +1,129 @@
+"""A loaded model: our transformer plus its tokenizer. `run(text)` turns text into an AttentionTrace.
+
+Nothing here calls transformers: tokenizing uses the tokenizer's Rust backend (`tokenizers`), and
+the forward pass is ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnviz.model import ForwardOutput, Transformer
+from attnviz.trace import AttentionTrace, align_tokens_to_words, split_words
+
+TOP_K = 5
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # the source as the user gave it
+    path: str  # where the weights were read from
+    model_type: str  # HF model_type, e.g. "bert", "llama"
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    attention_kind: str  # MHA / MQA / GQA
+    n_parameters: int
+    device: str
+    dtype: str
+    max_tokens: int
+    causal: bool
+
+
+class LoadedModel:
+    def __init__(self, module: Transformer, tokenizer, info: ModelInfo, special_tokens: dict) -> None:
+        self.module = module
+        self.tokenizer = tokenizer  # tokenizers.Tokenizer, truncation set to info.max_tokens
+        self.info = info
+        self.tokenizer.enable_truncation(max_length=info.max_tokens)
+        pad = special_tokens.get("pad_token") or special_tokens.get("eos_token")
+        self.pad_id = (tokenizer.token_to_id(pad) if pad else None) or 0
+
+    @property
+    def config(self):
+        return self.module.config
+
+    def __repr__(self) -> str:
+        i = self.info
+        return f"LoadedModel({i.name!r}, {i.n_layers} layers x {i.n_heads} heads, {i.device}, {i.dtype})"
+
+    def run(self, text: str, text_pair: str | None = None) -> AttentionTrace:
+        """One forward pass of our model on `text` (and `text_pair`, encoders only)."""
+        return self.run_batch([text], None if text_pair is None else [text_pair])[0]
+
+    def run_batch(self, texts: list[str], text_pairs: list[str] | None = None) -> list[AttentionTrace]:
+        """Several texts in one padded forward pass; each trace is sliced back to its own tokens."""
+        if text_pairs is not None and self.config.causal:
+            raise ValueError("text_pair is for encoder models (BERT family); this model is a decoder")
+        pairs = text_pairs or [None] * len(texts)
+        for text in texts:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("the text is empty: type a sentence")
+        encodings = [self.tokenizer.encode(t, p) if p is not None else self.tokenizer.encode(t)
+                     for t, p in zip(texts, pairs)]
+        if any(len(e.ids) == 0 for e in encodings):
+            raise ValueError("the text produced no tokens")
+        out = self.forward_encodings(encodings)
+        traces = []
+        for b, (enc, text, pair) in enumerate(zip(encodings, texts, pairs)):
+            n = len(enc.ids)
+            attentions = torch.stack([a[b, :, :n, :n] for a in out.attentions])  # L, H, T, T
+            traces.append(self._trace(enc, text, pair, attentions, None if out.logits is None else out.logits[b, :n]))
+        return traces
+
+    @torch.inference_mode()
+    def forward_encodings(self, encodings) -> ForwardOutput:
+        width = max(len(e.ids) for e in encodings)
+        ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        types = torch.zeros_like(ids)
+        for b, e in enumerate(encodings):  # right padding: positions stay 0..n-1 as in an unpadded run
+            ids[b, : len(e.ids)] = torch.tensor(e.ids)
+            mask[b, : len(e.ids)] = 1
+            types[b, : len(e.ids)] = torch.tensor(e.type_ids)
+        device = self.info.device
+        return self.module(ids.to(device), mask.to(device), types.to(device))
+
+    def _trace(self, enc, text, pair, attentions, logits) -> AttentionTrace:
+        texts = (text,) if pair is None else (text, pair)
+        sequence_ids = list(enc.sequence_ids)
+        special = [bool(s) or q is None for s, q in zip(enc.special_tokens_mask, sequence_ids)]
+        tokens = [
+            enc.tokens[i] if special[i] or start == end else texts[sequence_ids[i]][start:end]
+            for i, (start, end) in enumerate(enc.offsets)
+        ]
+        offsets = [(0, 0) if special[i] else tuple(o) for i, o in enumerate(enc.offsets)]
+        sequence_ids = [None if special[i] else q for i, q in enumerate(sequence_ids)]
+        word_spans, word_sequence, words = [], [], []
+        for seq, t in enumerate(texts):
+            for start, end in split_words(t):
+                word_spans.append((start, end))
+                word_sequence.append(seq)
+                words.append(t[start:end])
+        return AttentionTrace(
+            tokens=tokens,
+            offsets=offsets,
+            sequence_ids=sequence_ids,
+            input_ids=list(enc.ids),
+            attentions=attentions.float().cpu().numpy(),
+            kv_group=self.module.kv_group,
+            words=words,
+            word_of_token=align_tokens_to_words(offsets, sequence_ids, word_spans, word_sequence),
+            truncated=bool(enc.overflowing),
+            texts=texts,
+            word_spans=word_spans,
+            word_sequence=word_sequence,
+            special_mask=special,
+            metadata={"model": self.info.name, "causal": self.config.causal},
+            next_tokens=None if logits is None else self._top_next(logits),
+        )
+
+    def _top_next(self, logits: torch.Tensor) -> list[list[tuple[str, float]]]:
+        probs = torch.softmax(logits.float(), dim=-1)  # T, V
+        top = probs.topk(TOP_K, dim=-1)
+        return [
+            [(self.tokenizer.decode([int(i)], skip_special_tokens=False), float(p)) for p, i in zip(ps, ids)]
+            for ps, ids in zip(top.values.tolist(), top.indices.tolist())
+        ]

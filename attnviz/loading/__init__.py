@@ -1,0 +1,103 @@
+"""attnviz.load: read a pretrained checkpoint and copy its numbers into our own transformer."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from attnviz.loaded import LoadedModel, ModelInfo
+from attnviz.loading.offline import offline_path
+from attnviz.loading.registry import CONVERTERS, converter_for
+from attnviz.model import Transformer
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def pick_device(device: str | None = None) -> str:
+    if device is not None:
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_source(source: str) -> str:
+    """A hub id that ships in an installed package loads from there (no network needed)."""
+    local = offline_path(source)
+    return str(local) if local is not None else source
+
+
+def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None) -> LoadedModel:
+    """Load `source` (hub id, local directory or .gguf file) into our from-scratch model.
+
+    progress: optional callable(stage: str), told what is happening (download, conversion, ...).
+    """
+    from attnviz.loading import hf  # transformers is imported only when a model is loaded
+
+    progress = progress or (lambda stage: log.info(stage))
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("give a model: a hub id, a local directory or a .gguf file")
+    if max_tokens < 2:
+        raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
+    torch_dtype = _dtype(dtype)
+    path = resolve_source(source.strip())
+    checkpoint = hf.read_checkpoint(path, progress)
+    progress("converting weights")
+    module = build_module(checkpoint.config, checkpoint.tensors)
+    config = module.config
+    device = pick_device(device)
+    module = module.to(device=device, dtype=torch_dtype).eval()
+    info = ModelInfo(
+        name=source,
+        path=checkpoint.path,
+        model_type=checkpoint.config["model_type"],
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        n_kv_heads=config.kv_heads,
+        attention_kind=config.attention_kind,
+        n_parameters=sum(p.numel() for p in module.parameters()),
+        device=device,
+        dtype=str(torch_dtype).removeprefix("torch."),
+        max_tokens=_token_limit(max_tokens, config, checkpoint),
+        causal=config.causal,
+    )
+    progress("ready")
+    return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
+
+
+def build_module(hf_config: dict, tensors: dict) -> Transformer:
+    """Our transformer holding the checkpoint's numbers (strict: every tensor accounted for)."""
+    converter = converter_for(hf_config)
+    module = Transformer(converter.config(hf_config))
+    module.load_state_dict(converter.weights(hf_config, tensors, module), strict=True)
+    return module
+
+
+def _dtype(dtype) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _token_limit(max_tokens: int, config, checkpoint) -> int:
+    """The user's cap, never beyond what the model's positions or tokenizer allow."""
+    limits = [max_tokens]
+    if config.max_positions is not None:
+        limits.append(config.max_positions - config.position_offset)
+    if checkpoint.max_length is not None:
+        limits.append(checkpoint.max_length)
+    if config.rope_theta is not None and checkpoint.config.get("max_position_embeddings"):
+        limits.append(checkpoint.config["max_position_embeddings"])
+    return min(limits)
+
+
+__all__ = ["load", "build_module", "pick_device", "CONVERTERS"]

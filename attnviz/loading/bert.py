@@ -1,0 +1,71 @@
+"""BERT and RoBERTa checkpoints -> our post-norm encoder (BertModel key layout)."""
+
+from __future__ import annotations
+
+from attnviz.config import ModelConfig
+from attnviz.loading.ledger import WeightLedger, detect_prefix
+
+_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh"}
+
+
+def bert_config(hf: dict) -> ModelConfig:
+    roberta = hf["model_type"] in ("roberta", "xlm-roberta")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    return ModelConfig(
+        family="roberta" if roberta else "bert",
+        vocab_size=hf["vocab_size"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"],
+        d_ff=hf["intermediate_size"],
+        norm_eps=hf.get("layer_norm_eps", 1e-12),
+        activation=_activation(hf.get("hidden_act", "gelu")),
+        max_positions=hf["max_position_embeddings"],
+        type_vocab_size=hf.get("type_vocab_size", 2),
+        # HF's create_position_ids_from_input_ids: positions start at padding_idx + 1.
+        position_offset=hf["pad_token_id"] + 1 if roberta else 0,
+        pad_token_id=hf.get("pad_token_id"),
+        embedding_norm=True,
+    )
+
+
+def _activation(name: str) -> str:
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"activation {name!r} is not supported; supported: {sorted(_ACTIVATIONS)}")
+    return _ACTIVATIONS[name]
+
+
+def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
+    # Old checkpoints name LayerNorm parameters gamma/beta; HF renames them the same way on load.
+    checkpoint = {_modern_norm_name(k): v for k, v in checkpoint.items()}
+    prefix = detect_prefix(checkpoint, "embeddings.word_embeddings.weight", ("", "bert.", "roberta."))
+    w = WeightLedger(checkpoint, prefix)
+    w.move("embeddings.word_embeddings.weight", "token_embedding.weight")
+    w.move("embeddings.position_embeddings.weight", "position_embedding.weight")
+    w.move("embeddings.token_type_embeddings.weight", "type_embedding.weight")
+    for p in ("weight", "bias"):
+        w.move(f"embeddings.LayerNorm.{p}", f"embedding_norm.{p}")
+    for i in range(model.config.n_layers):
+        hf_layer, ours = f"encoder.layer.{i}.", f"blocks.{i}."
+        for p in ("weight", "bias"):
+            w.move(f"{hf_layer}attention.self.query.{p}", f"{ours}attn.q_proj.{p}")
+            w.move(f"{hf_layer}attention.self.key.{p}", f"{ours}attn.k_proj.{p}")
+            w.move(f"{hf_layer}attention.self.value.{p}", f"{ours}attn.v_proj.{p}")
+            w.move(f"{hf_layer}attention.output.dense.{p}", f"{ours}attn.o_proj.{p}")
+            w.move(f"{hf_layer}attention.output.LayerNorm.{p}", f"{ours}attn_norm.{p}")
+            w.move(f"{hf_layer}intermediate.dense.{p}", f"{ours}mlp.up_proj.{p}")
+            w.move(f"{hf_layer}output.dense.{p}", f"{ours}mlp.down_proj.{p}")
+            w.move(f"{hf_layer}output.LayerNorm.{p}", f"{ours}mlp_norm.{p}")
+    # Task heads and buffers the attention view does not use.
+    w.ignore(r"(bert\.|roberta\.)?(pooler\..*|embeddings\.position_ids)")
+    w.ignore(r"(cls|lm_head|classifier|qa_outputs)\..*")
+    return w.finish(model)
+
+
+def _modern_norm_name(key: str) -> str:
+    if key.endswith(".gamma"):
+        return key[: -len("gamma")] + "weight"
+    if key.endswith(".beta"):
+        return key[: -len("beta")] + "bias"
+    return key

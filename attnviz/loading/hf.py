@@ -1,0 +1,158 @@
+"""The only module that imports transformers (lazily): it reads configs, weights and tokenizers.
+
+Weights come from safetensors or GGUF only (never pickles), and remote code is never trusted. What
+leaves this module is plain data: a config dict, a {name: tensor} checkpoint and the tokenizer's
+Rust backend (`tokenizers.Tokenizer`), so running our model needs no transformers code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+# Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
+HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken", "merges.txt"]
+
+
+@dataclass
+class Checkpoint:
+    config: dict  # HF config as a dict (transformers 5 layout: rope settings in rope_parameters)
+    tensors: dict[str, torch.Tensor]
+    tokenizer: object  # tokenizers.Tokenizer, with the model's special-token post-processing
+    max_length: int | None  # the tokenizer's real limit, or None when it reports none
+    special_tokens: dict[str, str]  # e.g. {"pad_token": "[PAD]"}
+    path: str
+
+
+def read_config(source: str, offline: bool = False) -> dict:
+    """Only the HF config, without weights (for size estimates before a download)."""
+    from transformers import AutoConfig
+
+    path = Path(source)
+    if path.suffix == ".gguf":
+        return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name).to_dict()
+    return AutoConfig.from_pretrained(source, local_files_only=offline, trust_remote_code=False).to_dict()
+
+
+def read_checkpoint(source: str, progress=None) -> Checkpoint:
+    """source: a .gguf file, a local model directory, or a hub id (downloaded, safetensors only)."""
+    progress = progress or (lambda stage: None)
+    path = Path(source).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"no GGUF file at {path}")
+        return _read_gguf(path, progress)
+    if path.is_dir():
+        return _read_directory(path, progress)
+    if source.startswith((".", "/", "~")) or path.suffix:
+        raise FileNotFoundError(f"{source!r} is neither a model directory nor a .gguf file")
+    return _read_directory(_download(source, progress), progress)
+
+
+def _download(repo_id: str, progress) -> Path:
+    from huggingface_hub import snapshot_download
+
+    progress(f"downloading {repo_id}")
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES))
+    except Exception as error:  # the hub client raises many types for "offline" / "not found"
+        raise OSError(
+            f"could not download {repo_id!r} from the Hugging Face hub ({type(error).__name__}: {error}). "
+            "Check the id and the network, or pass a local directory or .gguf file."
+        ) from error
+
+
+def _read_directory(path: Path, progress) -> Checkpoint:
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        pickles = [p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt")]
+        raise ValueError(
+            f"{path} has no .safetensors weights"
+            + (f" (only {', '.join(pickles)}: pickled weights are never loaded)" if pickles else "")
+        )
+    progress("reading config")
+    config = AutoConfig.from_pretrained(str(path), trust_remote_code=False).to_dict()
+    progress("reading weights")
+    tensors: dict[str, torch.Tensor] = {}
+    for file in files:
+        tensors.update(load_file(str(file)))
+    progress("reading tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    return _checkpoint(config, tensors, tokenizer, path)
+
+
+def _read_gguf(path: Path, progress) -> Checkpoint:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    progress("reading GGUF config")
+    hf_config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    # transformers maps GGUF tensor names through a model skeleton; "meta" allocates no memory.
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(hf_config)
+    progress("dequantizing GGUF weights")
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
+    progress("reading tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return _checkpoint(hf_config.to_dict(), tensors, tokenizer, path)
+
+
+def _checkpoint(config: dict, tensors: dict, tokenizer, path: Path) -> Checkpoint:
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise ValueError(f"{path}: the tokenizer has no fast (Rust) backend, which attnviz needs for offsets")
+    # Some tokenizers report a huge placeholder limit (SmolLM2: 1e30): then the config's is the real one.
+    limit = tokenizer.model_max_length
+    max_length = limit if isinstance(limit, int) and limit < 1_000_000 else None
+    specials = {k: str(v) for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())  # a copy
+    backend.no_truncation()  # truncation is ours (max_tokens), padding too
+    backend.no_padding()
+    return Checkpoint(config, tensors, backend, max_length, specials, str(path))
+
+
+
+def reference_model(path: str):
+    """HF's own base model on the same weights, eager attention in float32: the parity reference."""
+    from transformers import AutoModel
+
+    kwargs = {"attn_implementation": "eager", "dtype": torch.float32}
+    p = Path(path)
+    if p.suffix == ".gguf":
+        return AutoModel.from_pretrained(str(p.parent), gguf_file=p.name, **kwargs).eval()
+    return AutoModel.from_pretrained(str(p), use_safetensors=True, trust_remote_code=False, **kwargs).eval()
+
+
+@torch.inference_mode()
+def reference_outputs(model, input_ids, attention_mask=None, token_type_ids=None):
+    """(attentions [L, B, H, T, T], last hidden state [B, T, C]) from an HF model."""
+    kwargs = {"attention_mask": attention_mask}
+    if token_type_ids is not None and "token_type_ids" in inspect.signature(model.forward).parameters:
+        kwargs["token_type_ids"] = token_type_ids
+    out = model(input_ids=input_ids, output_attentions=True, **kwargs)
+    return torch.stack(out.attentions), out.last_hidden_state
+
+
+def reference_for_benchmark(path: str, causal: bool):
+    """HF eager float32 model (with its LM head for decoders, as ours computes next-token
+    predictions too) and its tokenizer, for the side-by-side benchmark."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not causal:
+        p = Path(path)
+        return reference_model(path), AutoTokenizer.from_pretrained(str(p))
+    kwargs = {"attn_implementation": "eager", "dtype": torch.float32}
+    p = Path(path)
+    if p.suffix == ".gguf":
+        model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, **kwargs)
+        return model.eval(), AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    model = AutoModelForCausalLM.from_pretrained(str(p), use_safetensors=True, **kwargs)
+    return model.eval(), AutoTokenizer.from_pretrained(str(p))

@@ -1,0 +1,38 @@
+"""Which converter handles which HF `model_type`: one pure function pair per family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from attnviz.config import ModelConfig
+from attnviz.loading.bert import bert_config, convert_bert
+from attnviz.loading.distilbert import convert_distilbert, distilbert_config
+from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
+from attnviz.loading.llama import convert_llama, llama_config
+
+
+class Converter(NamedTuple):
+    config: Callable[[dict], ModelConfig]  # HF config dict -> ours
+    weights: Callable  # (HF config dict, checkpoint dict, our model) -> our state dict
+
+
+CONVERTERS: dict[str, Converter] = {
+    "bert": Converter(bert_config, convert_bert),
+    "roberta": Converter(bert_config, convert_bert),
+    "distilbert": Converter(distilbert_config, convert_distilbert),
+    "gpt2": Converter(gpt2_config, convert_gpt2),
+    "llama": Converter(llama_config, convert_llama),
+    "mistral": Converter(llama_config, convert_llama),
+    "qwen2": Converter(llama_config, convert_llama),
+}
+
+
+def converter_for(hf_config: dict) -> Converter:
+    model_type = hf_config.get("model_type")
+    if model_type not in CONVERTERS:
+        raise ValueError(
+            f"unsupported architecture {model_type!r} ({', '.join(hf_config.get('architectures') or [])}); "
+            f"supported model types: {', '.join(CONVERTERS)}"
+        )
+    return CONVERTERS[model_type]
