@@ -1,0 +1,75 @@
+"""Analysis of attention traces: probe items, relation scoring (Clark et al. 2019), head profiles.
+
+Works on `AttentionTrace` objects only (numpy, the standard library and `attnviz.trace`), never on a
+model, and never mutates its input; `runner.score_model` takes any object with `.run(text)`.
+"""
+
+from attnviz.analysis.items import (
+    PRONOUNS,
+    ConlluSentence,
+    ProbeItem,
+    conllu_items,
+    parse_conllu,
+    parse_conllu_sentences,
+    parse_probes,
+    parse_winobias,
+    read_conllu,
+    read_conllu_sentences,
+    read_probes,
+    read_winobias,
+)
+from attnviz.analysis.profile import (
+    HeadProfile,
+    profile_head,
+    profile_heads,
+    punctuation_tokens,
+    special_tokens,
+)
+from attnviz.analysis.runner import score_model
+from attnviz.analysis.scoring import (
+    DIRECTIONS,
+    Baseline,
+    BestHead,
+    RelationScore,
+    ScoreAccumulator,
+    predictions,
+    rank_heads,
+    score_items,
+    to_json,
+    word_attention,
+    word_attention_matrix,
+    word_one_hot,
+)
+
+__all__ = [
+    "DIRECTIONS",
+    "PRONOUNS",
+    "Baseline",
+    "BestHead",
+    "ConlluSentence",
+    "HeadProfile",
+    "ProbeItem",
+    "RelationScore",
+    "ScoreAccumulator",
+    "conllu_items",
+    "parse_conllu",
+    "parse_conllu_sentences",
+    "parse_probes",
+    "parse_winobias",
+    "predictions",
+    "profile_head",
+    "profile_heads",
+    "punctuation_tokens",
+    "rank_heads",
+    "read_conllu",
+    "read_conllu_sentences",
+    "read_probes",
+    "read_winobias",
+    "score_items",
+    "score_model",
+    "special_tokens",
+    "to_json",
+    "word_attention",
+    "word_attention_matrix",
+    "word_one_hot",
+]

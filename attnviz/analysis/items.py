@@ -1,0 +1,319 @@
+"""Relation probe items and the readers that make them: probe JSONL, CoNLL-U treebanks, WinoBias.
+
+A `ProbeItem` is one sentence given as words plus one gold arc `source -> target` (0-based word
+indices). Every reader returns `list[ProbeItem]` and raises `ValueError` naming the source and the
+1-based line number of the first malformed line. `read_*` take a path; `parse_*` take the text
+itself (a streamlit upload, a test string), so the UI needs no file.
+
+Formats (DESIGN.md):
+- Probe JSONL: one JSON object a line with `relation`, `words`, `source`, `target` and optional `sep`,
+  `lang`, `id`. Blank lines are skipped; unknown keys are ignored.
+- CoNLL-U: the syntactic words (integer ids) of each sentence; `3-4` multiword ranges and `8.1` empty
+  nodes are skipped. Every arc with head != 0 is an item: source = dependent, target = head,
+  relation = DEPREL as written. Sentences end at a blank line; `#` lines are comments.
+- WinoBias: `<index> <sentence>` with bracketed mentions. The pronoun mention is the source and the
+  last word of the other mention is the target; relation `coreference`. Tokenisation: brackets are
+  removed, the line is split on whitespace, and trailing punctuation is peeled off each piece, one
+  character a word (`"him]."` gives `him`, `.`); leading and inner punctuation stays (`'s`,
+  `didn't`). 30 of the 1,584 dev lines bracket a second pronoun that refers to the same mention
+  (`... because [he] needed to cut [his] hair.`): the first pronoun is the source, so every line
+  gives exactly one item.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+from attnviz.trace import is_punctuation, spans_of_joined_words
+
+PRONOUNS = frozenset(
+    {
+        "he", "she", "him", "her", "his", "hers", "himself", "herself",
+        "they", "them", "their", "theirs", "themselves", "themself",
+        "it", "its", "itself",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProbeItem:
+    """One sentence as words and one gold arc: `source` should point at `target` (word indices)."""
+
+    relation: str
+    words: tuple[str, ...]
+    source: int
+    target: int
+    sep: str = " "
+    lang: str | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "words", tuple(self.words))
+        if not self.words:
+            raise ValueError("an item needs words, got none")
+        if not all(isinstance(word, str) and word for word in self.words):
+            raise ValueError(f"every word must be a non-empty string, got {list(self.words)!r}")
+        for name in ("source", "target"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, int) and not isinstance(value, bool),
+                f"{name} must be an integer word index, got {value!r}",
+            )
+            if not 0 <= value < len(self.words):
+                raise ValueError(f"{name}={value} is out of range for {len(self.words)} words")
+        if self.source == self.target:
+            raise ValueError(f"source and target are the same word ({self.source})")
+
+    @property
+    def text(self) -> str:
+        return self.sep.join(self.words)
+
+    @property
+    def word_spans(self) -> list[tuple[int, int]]:
+        """Character span [start, end) of each word in `self.text`."""
+        return spans_of_joined_words(list(self.words), self.sep)[1]
+
+
+def _require(condition: bool, message: str) -> None:
+    # Malformed input is a ValueError throughout (DESIGN.md), wrong JSON types included.
+    if not condition:
+        raise ValueError(message)
+
+
+def _where(name: str, line_number: int) -> str:
+    return f"{name}, line {line_number}"
+
+
+def _as_text(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return text.removeprefix("\ufeff")
+
+
+def _read(path: str | PathLike) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Probe JSONL
+
+
+def parse_probes(text: str | bytes, name: str = "<probes>") -> list[ProbeItem]:
+    items = []
+    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = _where(name, line_number)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+        _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
+        missing = [key for key in ("relation", "words", "source", "target") if key not in record]
+        if missing:
+            raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
+        relation, words, sep = record["relation"], record["words"], record.get("sep", " ")
+        lang, item_id = record.get("lang"), record.get("id")
+        if not isinstance(relation, str) or not relation:
+            raise ValueError(f"{where}: relation must be a non-empty string, got {relation!r}")
+        _require(isinstance(words, list), f"{where}: words must be a list of strings, got {words!r}")
+        _require(isinstance(sep, str), f"{where}: sep must be a string, got {sep!r}")
+        _require(lang is None or isinstance(lang, str), f"{where}: lang must be a string, got {lang!r}")
+        try:
+            item = ProbeItem(
+                relation=relation,
+                words=tuple(words),
+                source=record["source"],
+                target=record["target"],
+                sep=sep,
+                lang=lang,
+                id=None if item_id is None else str(item_id),
+            )
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        items.append(item)
+    return items
+
+
+def read_probes(path: str | PathLike) -> list[ProbeItem]:
+    return parse_probes(_read(path), name=str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# CoNLL-U
+
+_RANGE_ID = re.compile(r"^\d+-\d+$")
+_EMPTY_NODE_ID = re.compile(r"^\d+\.\d+$")
+
+
+@dataclass(frozen=True)
+class ConlluSentence:
+    """The syntactic words of one CoNLL-U sentence with their 1-based heads (0 = root) and DEPRELs."""
+
+    id: str
+    words: tuple[str, ...]
+    heads: tuple[int, ...]
+    deprels: tuple[str, ...]
+
+
+def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[ConlluSentence]:
+    """Sentences in file order; `id` is the `# sent_id` comment, else `line<N>` of its first word."""
+    sentences: list[ConlluSentence] = []
+    # (line number, form, head, deprel) of the current sentence's syntactic words
+    rows: list[tuple[int, str, int, str]] = []
+    sent_id: str | None = None
+
+    def flush() -> None:
+        if not rows:
+            return
+        for line_number, _, head, _ in rows:
+            if head > len(rows):
+                raise ValueError(
+                    f"{_where(name, line_number)}: HEAD {head} is out of range for {len(rows)} words"
+                )
+        sentences.append(
+            ConlluSentence(
+                id=sent_id if sent_id is not None else f"line{rows[0][0]}",
+                words=tuple(row[1] for row in rows),
+                heads=tuple(row[2] for row in rows),
+                deprels=tuple(row[3] for row in rows),
+            )
+        )
+
+    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
+        if not line.strip():
+            flush()
+            rows, sent_id = [], None
+            continue
+        if line.startswith("#"):
+            match = re.match(r"#\s*sent_id\s*=\s*(.*\S)", line)
+            if match:
+                sent_id = match.group(1)
+            continue
+        where = _where(name, line_number)
+        columns = line.split("\t")
+        if len(columns) != 10:
+            raise ValueError(f"{where}: expected 10 tab-separated columns, got {len(columns)}")
+        word_id, form, head, deprel = columns[0], columns[1], columns[6], columns[7]
+        if _RANGE_ID.match(word_id) or _EMPTY_NODE_ID.match(word_id):
+            continue
+        if not word_id.isdigit():
+            raise ValueError(f"{where}: ID must be an integer, a range or a decimal, got {word_id!r}")
+        if int(word_id) != len(rows) + 1:
+            raise ValueError(f"{where}: expected word ID {len(rows) + 1}, got {word_id}")
+        if not form:
+            raise ValueError(f"{where}: empty FORM")
+        if not head.isdigit():
+            raise ValueError(f"{where}: HEAD must be an integer, got {head!r}")
+        if int(head) == int(word_id):
+            raise ValueError(f"{where}: word {word_id} is its own head")
+        if not deprel or deprel == "_":
+            raise ValueError(f"{where}: missing DEPREL")
+        rows.append((line_number, form, int(head), deprel))
+    flush()
+    return sentences
+
+
+def read_conllu_sentences(path: str | PathLike) -> list[ConlluSentence]:
+    return parse_conllu_sentences(_read(path), name=str(path))
+
+
+def conllu_items(sentences: list[ConlluSentence], sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
+    """Every head != 0 arc: source = dependent, target = head; `id` is `"<sent_id>/<dependent id>"`."""
+    return [
+        ProbeItem(deprel, sentence.words, k, head - 1, sep=sep, lang=lang, id=f"{sentence.id}/{k + 1}")
+        for sentence in sentences
+        for k, (head, deprel) in enumerate(zip(sentence.heads, sentence.deprels))
+        if head != 0
+    ]
+
+
+def parse_conllu(
+    text: str | bytes, sep: str = " ", name: str = "<conllu>", lang: str | None = None
+) -> list[ProbeItem]:
+    return conllu_items(parse_conllu_sentences(text, name=name), sep=sep, lang=lang)
+
+
+def read_conllu(path: str | PathLike, sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
+    return parse_conllu(_read(path), sep=sep, name=str(path), lang=lang)
+
+
+# ---------------------------------------------------------------------------------------------
+# WinoBias
+
+_WINOBIAS_LINE = re.compile(r"^(\d+) (.*)$")
+
+
+def _split_winobias_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Words of bracket-free text and their character spans (see the module docstring)."""
+    words, spans = [], []
+    for match in re.finditer(r"\S+", text):
+        piece, start = match.group(), match.start()
+        end = len(piece)
+        while end > 1 and is_punctuation(piece[end - 1]):
+            end -= 1
+        words.append(piece[:end])
+        spans.append((start, start + end))
+        for k in range(end, len(piece)):
+            words.append(piece[k])
+            spans.append((start + k, start + k + 1))
+    return words, spans
+
+
+def _parse_winobias_line(sentence: str) -> ProbeItem:
+    clean, mentions, opened = [], [], None
+    for char in sentence:
+        if char == "[":
+            if opened is not None:
+                raise ValueError("nested '['")
+            opened = len(clean)
+        elif char == "]":
+            if opened is None:
+                raise ValueError("']' without '['")
+            mentions.append((opened, len(clean)))
+            opened = None
+        else:
+            clean.append(char)
+    if opened is not None:
+        raise ValueError("'[' without ']'")
+    words, spans = _split_winobias_words("".join(clean))
+    mention_words = []
+    for start, end in mentions:
+        inside = [w for w, (ws, we) in enumerate(spans) if ws < end and start < we]
+        if not inside:
+            raise ValueError("an empty bracketed mention")
+        mention_words.append(inside)
+    pronouns = [m for m in mention_words if len(m) == 1 and words[m[0]].lower() in PRONOUNS]
+    others = [m for m in mention_words if m not in pronouns]
+    if not pronouns or len(others) != 1:
+        shown = [" ".join(words[w] for w in m) for m in mention_words]
+        raise ValueError(f"expected one pronoun mention and one other mention, got {shown}")
+    return ProbeItem("coreference", tuple(words), pronouns[0][0], others[0][-1], lang="en")
+
+
+def parse_winobias(text: str | bytes, name: str = "<winobias>") -> list[ProbeItem]:
+    """One `coreference` item a non-blank line; `id` is the line's own index number."""
+    items = []
+    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = _where(name, line_number)
+        match = _WINOBIAS_LINE.match(line.strip())
+        if not match:
+            raise ValueError(f"{where}: expected '<index> <sentence>'")
+        try:
+            item = _parse_winobias_line(match.group(2))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        items.append(
+            ProbeItem(item.relation, item.words, item.source, item.target, lang=item.lang, id=match.group(1))
+        )
+    return items
+
+
+def read_winobias(path: str | PathLike) -> list[ProbeItem]:
+    return parse_winobias(_read(path), name=str(path))

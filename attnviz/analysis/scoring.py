@@ -1,0 +1,321 @@
+"""Which heads track a relation: the scoring rule of Clark et al. 2019, sec. 4-5 (DESIGN.md steps 1-5).
+
+Shapes: L layers, H heads, T query tokens, S key tokens (T == S here), n words of the item's sentence.
+
+Word-level attention is `W = (M.T @ A @ M) / counts`: `M` [T, n] is the token -> word one-hot matrix
+and `counts[i]` the number of tokens of word i, so `W[l, h, i, j]` is the mean over the tokens of
+word i of the sum over the tokens of word j. It is computed in float64: every entry is then an
+exact sum of a few float32 numbers whatever the summation order, so ties stay ties and the
+"first index on ties" rule does not depend on BLAS.
+
+Choices DESIGN.md leaves open:
+- A trace whose `texts` is set must have been run on `item.text` (else `ValueError`): it catches traces
+  zipped to the wrong items.
+- Baselines are computed over the scored items only (skipped items count nowhere). The best offset
+  `k` (predict word i + k) is the most frequent gold offset; ties go to the smallest |k|, then to the
+  negative k (the left neighbour, where most heads of English look). First-word predicts word 0,
+  which is impossible when the read word is word 0 itself (j != i): that item counts wrong.
+- A relation with no scored item gets NaN accuracies, no best head and no baselines (`null` in JSON).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnviz.analysis.items import ProbeItem
+from attnviz.trace import AttentionTrace, align_tokens_to_words
+
+DIRECTIONS = ("source_to_target", "target_to_source")
+
+
+@dataclass(frozen=True)
+class BestHead:
+    layer: int
+    head: int
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class Baseline:
+    best_offset: int | None
+    best_offset_accuracy: float | None
+    first_word_accuracy: float | None
+
+
+@dataclass
+class RelationScore:
+    """Per-direction head accuracies [L, H] (fractions in [0, 1]) and baselines of one relation."""
+
+    relation: str
+    n: int
+    n_skipped: int
+    accuracy: dict[str, np.ndarray]
+    correct: dict[str, np.ndarray]
+    best: dict[str, BestHead | None]
+    baselines: dict[str, Baseline]
+
+    @property
+    def source_to_target(self) -> np.ndarray:
+        return self.accuracy["source_to_target"]
+
+    @property
+    def target_to_source(self) -> np.ndarray:
+        return self.accuracy["target_to_source"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Word-level attention
+
+
+def _self_attentions(trace: AttentionTrace) -> np.ndarray:
+    attentions = np.asarray(trace.attentions)
+    if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
+        raise ValueError(f"expected self-attention [L, H, T, T], got shape {attentions.shape}")
+    if attentions.shape[2] != len(trace.offsets):
+        raise ValueError(
+            f"attentions cover {attentions.shape[2]} tokens but the trace has {len(trace.offsets)}"
+        )
+    return attentions
+
+
+def word_one_hot(word_of_token: Sequence[int | None], n_words: int) -> np.ndarray:
+    """M [T, n] float64: M[t, w] = 1 where token t belongs to word w."""
+    one_hot = np.zeros((len(word_of_token), n_words))
+    for t, w in enumerate(word_of_token):
+        if w is not None:
+            one_hot[t, w] = 1.0
+    return one_hot
+
+
+def word_attention_matrix(
+    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int
+) -> np.ndarray:
+    """W [L, H, n, n] float64 from token attentions [L, H, T, T]; rows of words without tokens are 0."""
+    one_hot = word_one_hot(word_of_token, n_words)  # [T, n]
+    counts = one_hot.sum(axis=0)  # [n]
+    summed = np.asarray(attentions, dtype=np.float64) @ one_hot  # [L, H, T, n]
+    # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
+    return (one_hot.T @ summed) / np.maximum(counts, 1.0)[:, None]  # [L, H, n, n]
+
+
+def _word_map(
+    trace: AttentionTrace,
+    word_spans: Sequence[tuple[int, int]] | None,
+    word_sequence: Sequence[int] | None = None,
+) -> tuple[list[int | None], int]:
+    if word_spans is None:
+        word_of_token = list(trace.word_of_token)
+        known = [w for w in word_of_token if w is not None]
+        return word_of_token, max([len(trace.words), *(w + 1 for w in known)])
+    spans = list(word_spans)
+    sequence = None if word_sequence is None else list(word_sequence)
+    return align_tokens_to_words(trace.offsets, trace.sequence_ids, spans, sequence), len(spans)
+
+
+def word_attention(
+    trace: AttentionTrace,
+    word_spans: Sequence[tuple[int, int]] | None = None,
+    word_sequence: Sequence[int] | None = None,
+) -> np.ndarray:
+    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans)."""
+    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    return word_attention_matrix(_self_attentions(trace), word_of_token, n_words)
+
+
+def predictions(word_attn: np.ndarray) -> np.ndarray:
+    """[L, H, n] int: each head's predicted word for every word i (argmax over j != i); -1 = none."""
+    n = word_attn.shape[-1]
+    masked = word_attn.copy()
+    masked[..., np.arange(n), np.arange(n)] = -np.inf
+    predicted = masked.argmax(axis=-1)  # first index on ties
+    best = np.take_along_axis(masked, predicted[..., None], axis=-1)[..., 0]
+    return np.where(best > 0, predicted, -1)
+
+
+def rank_heads(
+    trace: AttentionTrace,
+    source_word: int,
+    target_word: int,
+    word_spans: Sequence[tuple[int, int]] | None = None,
+    word_sequence: Sequence[int] | None = None,
+) -> list[tuple[int, int, float]]:
+    """(layer, head, W[l, h, source, target]) for every head, largest weight first (ties: layer, head).
+
+    Words are the trace's own (`trace.word_of_token`) unless `word_spans` gives character spans.
+    """
+    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    for name, word in (("source_word", source_word), ("target_word", target_word)):
+        if not 0 <= word < n_words:
+            raise ValueError(f"{name}={word} is out of range for {n_words} words")
+    rows = [t for t, w in enumerate(word_of_token) if w == source_word]
+    cols = [t for t, w in enumerate(word_of_token) if w == target_word]
+    if not rows or not cols:
+        raise ValueError("the source or target word has no token (truncated?)")
+    attentions = _self_attentions(trace)
+    block = np.asarray(attentions[:, :, rows][:, :, :, cols], dtype=np.float64)  # [L, H, |rows|, |cols|]
+    weights = block.sum(axis=-1).mean(axis=-1)  # [L, H]
+    order = np.argsort(-weights, axis=None, kind="stable")
+    n_heads = weights.shape[1]
+    return [(int(k // n_heads), int(k % n_heads), float(weights.flat[k])) for k in order]
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulating scores
+
+
+@dataclass
+class _Counts:
+    n: int = 0
+    n_skipped: int = 0
+    correct: dict[str, np.ndarray] = field(default_factory=dict)
+    offsets: dict[str, Counter] = field(default_factory=lambda: {d: Counter() for d in DIRECTIONS})
+    first_word: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
+
+
+class ScoreAccumulator:
+    """Scores items trace by trace, so a long run need not keep every trace in memory.
+
+    `add(trace, items)` takes the items of one trace (all run on the same text); W and the predictions
+    are computed once per distinct word segmentation of that text.
+    """
+
+    def __init__(self, relations: Iterable[str] = ()) -> None:
+        self._counts: dict[str, _Counts] = {}
+        self._shape: tuple[int, int] | None = None
+        for relation in relations:
+            self._relation(relation)
+
+    def _relation(self, relation: str) -> _Counts:
+        if relation not in self._counts:
+            self._counts[relation] = _Counts()
+        return self._counts[relation]
+
+    def _check_shape(self, attentions: np.ndarray) -> None:
+        shape = (int(attentions.shape[0]), int(attentions.shape[1]))
+        if self._shape is None:
+            self._shape = shape
+        elif shape != self._shape:
+            raise ValueError(f"traces disagree on (layers, heads): {self._shape} and {shape}")
+
+    def add(self, trace: AttentionTrace, items: Iterable[ProbeItem]) -> None:
+        attentions = _self_attentions(trace)
+        self._check_shape(attentions)
+        cache: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, set[int]]] = {}
+        for item in items:
+            if trace.texts and trace.texts[0] != item.text:
+                raise ValueError(
+                    f"item {item.id or item.text!r} was scored with a trace of another text {trace.texts[0]!r}"
+                )
+            key = (item.words, item.sep)
+            if key not in cache:
+                word_of_token = align_tokens_to_words(trace.offsets, trace.sequence_ids, item.word_spans)
+                word_attn = word_attention_matrix(attentions, word_of_token, len(item.words))
+                cache[key] = (predictions(word_attn), {w for w in word_of_token if w is not None})
+            predicted, has_token = cache[key]
+            counts = self._relation(item.relation)
+            if item.source not in has_token or item.target not in has_token:
+                counts.n_skipped += 1
+                continue
+            counts.n += 1
+            for direction, read, gold in (
+                ("source_to_target", item.source, item.target),
+                ("target_to_source", item.target, item.source),
+            ):
+                hit = predicted[:, :, read] == gold  # [L, H]
+                if direction in counts.correct:
+                    counts.correct[direction] += hit
+                else:
+                    counts.correct[direction] = hit.astype(np.int64)
+                counts.offsets[direction][gold - read] += 1
+                counts.first_word[direction] += int(gold == 0)
+
+    def result(self) -> dict[str, RelationScore]:
+        shape = self._shape or (0, 0)
+        return {relation: _finish(relation, counts, shape) for relation, counts in self._counts.items()}
+
+
+def _finish(relation: str, counts: _Counts, shape: tuple[int, int]) -> RelationScore:
+    accuracy, correct, best, baselines = {}, {}, {}, {}
+    for direction in DIRECTIONS:
+        hits = counts.correct.get(direction, np.zeros(shape, dtype=np.int64)).copy()
+        correct[direction] = hits
+        if counts.n == 0:
+            accuracy[direction] = np.full(shape, np.nan)
+            best[direction] = None
+            baselines[direction] = Baseline(None, None, None)
+            continue
+        accuracy[direction] = hits / counts.n
+        flat = int(np.argmax(hits))  # first max in row-major order
+        layer, head = divmod(flat, shape[1])
+        best[direction] = BestHead(layer, head, float(accuracy[direction][layer, head]))
+        offset, offset_count = min(
+            counts.offsets[direction].items(), key=lambda kc: (-kc[1], abs(kc[0]), kc[0])
+        )
+        baselines[direction] = Baseline(
+            best_offset=int(offset),
+            best_offset_accuracy=offset_count / counts.n,
+            first_word_accuracy=counts.first_word[direction] / counts.n,
+        )
+    return RelationScore(relation, counts.n, counts.n_skipped, accuracy, correct, best, baselines)
+
+
+def score_items(traces: Sequence[AttentionTrace], items: Sequence[ProbeItem]) -> dict[str, RelationScore]:
+    """Score every item with its trace (`traces[k]` was run on `items[k].text`), grouped by relation.
+
+    Relations come in order of first appearance in `items`. Pass the same trace object for items of
+    the same sentence and W is computed once for all of them.
+    """
+    if len(traces) != len(items):
+        raise ValueError(f"got {len(traces)} traces for {len(items)} items")
+    groups: dict[int, tuple[AttentionTrace, list[ProbeItem]]] = {}
+    for trace, item in zip(traces, items):
+        groups.setdefault(id(trace), (trace, []))[1].append(item)
+    accumulator = ScoreAccumulator(item.relation for item in items)
+    for trace, group in groups.values():
+        accumulator.add(trace, group)
+    return accumulator.result()
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def _number(value: float | None, digits: int = 4) -> float | None:
+    if value is None or not np.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
+def _grid(values: np.ndarray) -> list[list[float | None]]:
+    return [[_number(v) for v in row] for row in values]
+
+
+def to_json(model_name: str, scores: dict[str, RelationScore]) -> dict:
+    """The DESIGN.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based."""
+    relations = {}
+    for relation, score in scores.items():
+        relations[relation] = {
+            "n": int(score.n),
+            "n_skipped": int(score.n_skipped),
+            "source_to_target": _grid(score.accuracy["source_to_target"]),
+            "target_to_source": _grid(score.accuracy["target_to_source"]),
+            "best": {
+                direction: None
+                if best is None
+                else {"layer": best.layer, "head": best.head, "accuracy": _number(best.accuracy)}
+                for direction, best in ((d, score.best[d]) for d in DIRECTIONS)
+            },
+            "baselines": {
+                direction: {
+                    "best_offset": baseline.best_offset,
+                    "best_offset_accuracy": _number(baseline.best_offset_accuracy),
+                    "first_word_accuracy": _number(baseline.first_word_accuracy),
+                }
+                for direction, baseline in ((d, score.baselines[d]) for d in DIRECTIONS)
+            },
+        }
+    return {"model": model_name, "relations": relations}
