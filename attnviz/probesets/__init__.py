@@ -1,0 +1,20 @@
+"""Built-in, self-written relation probe sets (see README.md in this folder).
+
+`en.jsonl` and `zh.jsonl` use the probe JSONL format of DESIGN.md ("Public API") with the
+relations `subject-verb`, `coreference`, `modifier` and `semantic`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+PROBESET_DIR = pathlib.Path(__file__).parent
+
+LANGUAGES = ("en", "zh")
+
+
+def builtin_path(lang: str) -> pathlib.Path:
+    """Path of the built-in probe file for `lang` ("en" or "zh")."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"no built-in probe set for language {lang!r}; choose one of {', '.join(LANGUAGES)}")
+    return PROBESET_DIR / f"{lang}.jsonl"
