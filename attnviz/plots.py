@@ -1,0 +1,483 @@
+"""Plotly figure builders for attention: the all-heads mosaic, one head as a matrix or as lines, score grids.
+
+Inputs are numpy arrays and token labels, never model objects, so the same figures serve traces from our
+own model and attentions taken from anywhere else. This module never calls streamlit: the UI decides
+where a figure goes and turns clicks into arguments (e.g. `head_view(..., focus=i)`).
+
+Size rule (DESIGN.md, "Streamlit facts"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
+size is set by the dtype of its arrays. Big per-cell arrays are numpy (uint8 where it suffices); only
+per-row / per-column labels are Python strings.
+
+Every label that came from text (tokens, titles) goes through `escape_label`, because plotly renders a
+subset of HTML in labels and hovers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def _stops(colors: list[str]) -> list[list]:
+    return [[i / (len(colors) - 1), c] for i, c in enumerate(colors)]
+
+
+# Explicit stops rather than plotly names: the mosaic appends a transparent stop for its tile gaps, which
+# needs the colours themselves. "default" (viridis) is perceptually uniform and dark at zero, so tile
+# gaps stay visible on light and dark themes; "colorblind" (cividis) is tuned for colour-vision
+# deficiency (Nuñez et al. 2018); "blues" is the white-to-blue look of bertviz-style plots.
+COLORSCALES: dict[str, list[list]] = {
+    "default": _stops(["#440154", "#482878", "#3e4989", "#31688e", "#26828e",
+                       "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"]),
+    "colorblind": _stops(["#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678",
+                          "#a59c74", "#c3b369", "#e1cc55", "#fee838"]),
+    "blues": _stops(["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6",
+                     "#4292c6", "#2171b5", "#08519c", "#08306b"]),
+}
+
+MASK_COLOR = "#f2c4ce"  # a rose that none of COLORSCALES contains, so masked cells never read as weights
+HIGHLIGHT_COLOR = "#d55e00"  # Okabe-Ito vermillion: stands out on viridis and cividis alike
+LINE_COLOR = "#1f77b4"
+FOCUS_COLOR = "#d55e00"
+# Okabe-Ito qualitative palette (colour-blind safe) for the KV-group bands.
+GROUP_COLORS = ["#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#999999"]
+
+# The mosaic's z is uint8 percent: z = round(100 * weight). A hovertemplate cannot do arithmetic, so
+# storing percent is what lets the hover print the weight ("37%") straight from z with no per-cell text;
+# 101 levels are more than a colour scale can show apart. Gap cells (between tiles) hold MOSAIC_GAP,
+# which the colorscale paints transparent (uint8 has no NaN).
+MOSAIC_LEVELS = 100
+MOSAIC_GAP = MOSAIC_LEVELS + 1
+
+_WHITESPACE_SIGNS = {" ": "␣", "\n": "⏎", "\r": "␍", "\t": "⇥"}
+
+
+def escape_label(text: object) -> str:
+    """Make a token or title safe and visible as a plotly label, tick or hover text.
+
+    Plotly renders a subset of HTML (`<b>`, `<br>`, `<a href>`) in text and decodes entities, so `&`,
+    `<`, `>` become entities and show literally. Whitespace-only tokens would render as nothing, so each
+    of their characters gets a visible sign; a newline inside a token would vanish, so it becomes "⏎".
+    A string that starts and ends with `$` would be typeset as LaTeX where MathJax is loaded, so `$`
+    becomes an entity too.
+    """
+    text = str(text)
+    if text == "":
+        return "∅"
+    if text.isspace():
+        text = "".join(_WHITESPACE_SIGNS.get(char, "␣") for char in text.replace("\r\n", "\n"))
+    else:
+        text = text.replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("$", "&#36;")
+
+
+def _rect(x0: float, x1: float, y0: float, y1: float, yref: str = "y", **style) -> dict:
+    """A rectangle shape in data coordinates (category axes take the cell index as a number)."""
+    shape = {"type": "rect", "xref": "x", "yref": yref, "x0": x0, "x1": x1, "y0": y0, "y1": y1,
+             "line": {"color": HIGHLIGHT_COLOR, "width": 3}}
+    return shape | style
+
+
+def _colorscale(spec: str | list) -> str | list:
+    """A COLORSCALES key becomes its stops; anything else (a plotly name or stop list) passes through."""
+    return COLORSCALES[spec] if isinstance(spec, str) and spec in COLORSCALES else spec
+
+
+# ---------------------------------------------------------------------------------------------------
+# pooling
+
+
+def pooled_size(n: int, max_cells: int) -> int:
+    """Cells one tile side gets for `n` tokens: the mosaic pools longer inputs so its size stays bounded."""
+    if max_cells < 1:
+        raise ValueError(f"max_cells must be >= 1, got {max_cells}")
+    return min(n, max_cells)
+
+
+def pool_edges(n: int, max_cells: int) -> np.ndarray:
+    """Block boundaries [0, ..., n] splitting n tokens into `pooled_size` blocks of near-equal size.
+
+    Blocks differ in size by at most one token, so all `max_cells` cells are used (fixed-size blocks
+    would leave 200 tokens at 50 cells with 4-token blocks).
+    """
+    m = pooled_size(n, max_cells)
+    return (np.arange(m + 1) * n) // m
+
+
+def block_mean(a: np.ndarray, max_cells: int) -> np.ndarray:
+    """Mean over blocks of the last two axes, each pooled to at most `max_cells` (see `pool_edges`).
+
+    Block means keep every tile a distribution-like summary: a pooled row still sums to the mean
+    row sum times the number of column blocks, and means over heads or layers commute with pooling.
+    """
+    out = np.asarray(a, dtype=np.float64)
+    for axis in (-2, -1):
+        n = out.shape[axis]
+        edges = pool_edges(n, max_cells)
+        if len(edges) - 1 < n:
+            shape = [1] * out.ndim
+            shape[axis] = -1
+            out = np.add.reduceat(out, edges[:-1], axis=axis) / np.diff(edges).reshape(shape)
+    return out.astype(np.float32)
+
+
+def _pooled_labels(labels: list[str], max_cells: int) -> list[str]:
+    """One label per pooled cell: "5:the" for a single token, "4–7:the…dog" for a block."""
+    edges = pool_edges(len(labels), max_cells)
+    result = []
+    for start, stop in itertools.pairwise(edges):
+        first = escape_label(labels[start])
+        if stop - start == 1:
+            result.append(f"{start}:{first}")
+        else:
+            result.append(f"{start}–{stop - 1}:{first}…{escape_label(labels[stop - 1])}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# model view: one mosaic heatmap of all heads
+
+
+def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | None = None) -> np.ndarray:
+    """Float32 mosaic of all heads: tile (l, h) at rows l*(t+1).., columns h*(s+1).., NaN gaps.
+
+    Shape ((L+1)*(t+1)-1, (H+1)*(s+1)-1) with t, s = pooled_size(T), pooled_size(S): the extra tile
+    column is the mean over heads of each layer, the extra tile row the mean over layers of each head
+    (and of the head means: the grand mean in the corner). Heads appear in `head_order` if given.
+    """
+    a = np.asarray(attentions, dtype=np.float32)
+    if a.ndim != 4:
+        raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
+    tiles = block_mean(a, max_cells)  # [L, H, t, s]
+    if head_order is not None:
+        tiles = tiles[:, list(head_order)]
+    _, _, t, s = tiles.shape
+    tiles = np.concatenate([tiles, tiles.mean(axis=1, keepdims=True)], axis=1)  # [L, H+1, t, s]
+    tiles = np.concatenate([tiles, tiles.mean(axis=0, keepdims=True)], axis=0)  # [L+1, H+1, t, s]
+    padded = np.full((tiles.shape[0], t + 1, tiles.shape[1], s + 1), np.nan, np.float32)
+    padded[:, :t, :, :s] = tiles.transpose(0, 2, 1, 3)  # [L+1, t, H+1, s]
+    rows, cols = padded.shape[0] * (t + 1), padded.shape[2] * (s + 1)
+    return padded.reshape(rows, cols)[:-1, :-1]
+
+
+def quantize(grid: np.ndarray) -> np.ndarray:
+    """uint8 percent of a float mosaic (weights clipped to [0, 1]); NaN gaps become MOSAIC_GAP."""
+    q = np.rint(np.clip(np.nan_to_num(grid, nan=0.0), 0.0, 1.0) * MOSAIC_LEVELS).astype(np.uint8)
+    q[np.isnan(grid)] = MOSAIC_GAP
+    return q
+
+
+def _axis_labels(names: list[str], cell_labels: list[str], tile: int, prefix: str) -> list[str]:
+    """Unique category per mosaic row (or column): "<name> <prefix> <token>", gaps "(name|next)".
+
+    Hover reads these per-row and per-column strings, so a cell's hover names its layer, head and
+    tokens without any per-cell array.
+    """
+    labels = []
+    for k, name in enumerate(names):
+        labels.extend(f"{name} {prefix} {cell}" for cell in cell_labels[:tile])
+        if k + 1 < len(names):
+            labels.append(f"(gap {name} | {names[k + 1]})")
+    return labels
+
+
+def _check_kv_group(kv_group: list[int] | None, n_heads: int) -> tuple[list[int], bool]:
+    """Head order with KV groups contiguous, and whether groups are shared (MQA/GQA) so worth marking."""
+    if kv_group is None:
+        return list(range(n_heads)), False
+    if len(kv_group) != n_heads:
+        raise ValueError(f"kv_group has {len(kv_group)} entries for {n_heads} heads: {list(kv_group)}")
+    order = [int(h) for h in np.argsort(np.asarray(kv_group), kind="stable")]
+    return order, len(set(kv_group)) < n_heads
+
+
+def model_view(
+    attentions: np.ndarray,
+    kv_group: list[int] | None = None,
+    max_cells: int = 64,
+    highlight: list[tuple[int, int]] | None = None,
+    row_labels: list[str] | None = None,
+    col_labels: list[str] | None = None,
+    colorscale: str | list = "default",
+) -> go.Figure:
+    """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
+
+    One heatmap renders about 10x faster than a make_subplots grid (DESIGN.md). Tiles are pooled by
+    block means to at most max_cells x max_cells; z is uint8 percent (see MOSAIC_LEVELS) on one absolute
+    scale, not per-tile maxima, so colours compare across heads and the hover can print the weight.
+    `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with
+    bands; `highlight` outlines (layer, head) tiles. `layout.meta` records pooling and the encoding.
+    """
+    a = np.asarray(attentions, dtype=np.float32)
+    if a.ndim != 4:
+        raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
+    n_layers, n_heads, n_rows, n_cols = a.shape
+    order, mark_groups = _check_kv_group(kv_group, n_heads)
+    row_labels = [str(i) for i in range(n_rows)] if row_labels is None else list(row_labels)
+    if col_labels is None:
+        col_labels = row_labels if n_cols == n_rows else [str(j) for j in range(n_cols)]
+    if len(row_labels) != n_rows or len(col_labels) != n_cols:
+        raise ValueError(f"{len(row_labels)} row / {len(col_labels)} column labels for "
+                         f"T={n_rows}, S={n_cols}")
+    t, s = pooled_size(n_rows, max_cells), pooled_size(n_cols, max_cells)
+    pooled = (t, s) != (n_rows, n_cols)
+
+    z = quantize(mosaic(a, max_cells, order))
+    layer_names = [f"L{i}" for i in range(n_layers)] + ["mean"]
+    head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + ["mean"]
+    y = _axis_labels(layer_names, _pooled_labels(row_labels, max_cells), t, "from")
+    x = _axis_labels(head_names, _pooled_labels(col_labels, max_cells), s, "to")
+
+    top = _colorscale(colorscale)
+    if isinstance(top, str):
+        raise TypeError(f"model_view needs a COLORSCALES key or a stop list, got {colorscale!r}")
+    # Real values 0..100 fill [0, 100/101]; the gap value 101 sits at 1, past a transparent step.
+    edge = (MOSAIC_LEVELS + 0.5) / MOSAIC_GAP
+    scale = [[p * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in top]
+    scale += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
+    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+    what = "mean weight of block" if pooled else "weight"
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=scale, hoverongaps=False,
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
+        colorbar={"title": "attention", "tickvals": [v * MOSAIC_LEVELS for v in ticks],
+                  "ticktext": [f"{v:g}" for v in ticks]},
+    ))
+    layer_ticks = [y[k * (t + 1) + t // 2] for k in range(n_layers + 1)]
+    head_ticks = [x[k * (s + 1) + s // 2] for k in range(n_heads + 1)]
+    shapes, annotations = [], []
+    if mark_groups:
+        for g_index, g in enumerate(dict.fromkeys(kv_group[h] for h in order)):
+            cols = [k for k, h in enumerate(order) if kv_group[h] == g]
+            x0, x1 = cols[0] * (s + 1) - 0.5, cols[-1] * (s + 1) + s - 0.5
+            color = GROUP_COLORS[g_index % len(GROUP_COLORS)]
+            shapes.append(_rect(x0, x1, 1.01, 1.045, yref="paper", fillcolor=color, name=f"kv{g}",
+                                line={"width": 0}))
+            annotations.append({"x": (x0 + x1) / 2, "y": 1.0275, "xref": "x", "yref": "paper",
+                                "text": f"kv{g}", "showarrow": False, "font": {"size": 10}})
+    for layer, head in highlight or []:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"highlight ({layer}, {head}) outside {n_layers} layers x {n_heads} heads")
+        col, row = order.index(head) * (s + 1), layer * (t + 1)
+        shapes.append(_rect(col - 0.5, col + s - 0.5, row - 0.5, row + t - 0.5,
+                            name=f"highlight L{layer} H{head}"))
+    cell = min(12.0, 900 / len(x))  # px per cell when the plot is ~900 px wide (cells are square)
+    fig.update_layout(
+        shapes=shapes, annotations=annotations,
+        height=int(min(3000, max(320, cell * len(y) + 140))),
+        margin={"t": 70 if mark_groups else 40, "l": 60, "r": 20, "b": 50},
+        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_names, "showgrid": False},
+        yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_names, "showgrid": False,
+               "autorange": "reversed", "scaleanchor": "x", "constrain": "domain"},
+        meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
+              "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# one head as a matrix
+
+
+def _unique_keys(labels: list[str]) -> list[str]:
+    """"3:the"-style categories: a categorical axis merges equal labels, so each gets its position."""
+    return [f"{i}:{escape_label(label)}" for i, label in enumerate(labels)]
+
+
+def _token_axis(keys: list[str], labels: list[str], **extra) -> dict:
+    """Category axis ticking every token by its key but showing the bare token; plotly thins past 100."""
+    axis = {"showgrid": False, **extra}
+    if len(keys) <= 100:
+        axis |= {"tickmode": "array", "tickvals": keys, "ticktext": [escape_label(t) for t in labels]}
+    return axis
+
+
+def causal_mask(n_rows: int, n_cols: int) -> np.ndarray:
+    """True where query i may not see key j (j > i, aligned at the end when keys include a prefix)."""
+    offset = n_cols - n_rows
+    return np.arange(n_cols)[None, :] > np.arange(n_rows)[:, None] + offset
+
+
+def _scaled(matrix: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, list[float], list[str]]:
+    """z, its range, and colorbar ticks placed in z units but labelled in attention units."""
+    if scale == "linear":
+        ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+        return matrix, 0.0, 1.0, ticks, [f"{v:g}" for v in ticks]
+    if scale == "power":  # gamma 0.5 stretches the small weights a diffuse head spreads everywhere
+        ticks = [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
+        tickvals = [math.sqrt(v) for v in ticks]
+        return np.sqrt(np.clip(matrix, 0, None)), 0.0, 1.0, tickvals, [f"{v:g}" for v in ticks]
+    if scale == "log":  # floor 1e-4 keeps exact zeros (and fp noise) on the scale
+        ticks = [-4.0, -3.0, -2.0, -1.0, 0.0]
+        text = ["≤1e-4", "0.001", "0.01", "0.1", "1"]
+        return np.log10(np.maximum(matrix, 1e-4)), -4.0, 0.0, ticks, text
+    raise ValueError(f"scale must be 'linear', 'power' or 'log', got {scale!r}")
+
+
+def head_heatmap(
+    matrix: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    scale: str = "linear",
+    colorscale: str | list = "default",
+    causal: bool = False,
+) -> go.Figure:
+    """One head's T x S attention with token labels on both axes.
+
+    Axes are categorical with unique keys ("3:the") so repeated tokens keep their own row and column;
+    ticks show the bare token. The colour range is fixed to attention in [0, 1] (through `scale`) so
+    heads compare; hover prints the unscaled weight. With `causal`, cells a query cannot see are NaN in
+    the weight trace and drawn by a second trace in MASK_COLOR whose hover says "masked".
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(f"matrix shape {m.shape} does not match "
+                         f"{len(row_labels)} x {len(col_labels)} labels")
+    z, zmin, zmax, tickvals, ticktext = _scaled(m, scale)
+    z = z.astype(np.float32)
+    mask = causal_mask(*m.shape) if causal else np.zeros(m.shape, bool)
+    z[mask] = np.nan
+    y, x = _unique_keys(row_labels), _unique_keys(col_labels)
+    trace = go.Heatmap(
+        z=z, x=x, y=y, zmin=zmin, zmax=zmax, colorscale=_colorscale(colorscale), hoverongaps=False,
+        colorbar={"title": "attention", "tickvals": tickvals, "ticktext": ticktext},
+        hovertemplate="from %{y}<br>to %{x}<br>weight %{z:.4f}<extra></extra>",
+    )
+    if scale != "linear":  # z is transformed: hover reads the weight from customdata
+        trace.customdata = m
+        trace.hovertemplate = "from %{y}<br>to %{x}<br>weight %{customdata:.4f}<extra></extra>"
+    fig = go.Figure(trace)
+    if mask.any():
+        fig.add_trace(go.Heatmap(
+            z=np.where(mask, 1.0, np.nan).astype(np.float32), x=x, y=y, showscale=False,
+            hoverongaps=False, colorscale=[[0, MASK_COLOR], [1, MASK_COLOR]], name="masked",
+            hovertemplate="from %{y}<br>to %{x}<br>masked (causal)<extra></extra>",
+        ))
+    fig.update_layout(
+        height=int(min(2000, max(360, 16 * m.shape[0] + 160))),
+        xaxis=_token_axis(x, col_labels, title="to (key)", tickangle=-60),
+        yaxis=_token_axis(y, row_labels, title="from (query)", autorange="reversed"),
+        meta={"scale": scale, "causal": causal},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# one head as lines (bertviz head view)
+
+HEAD_VIEW_LEVELS = 8
+
+
+def head_view(
+    matrix: np.ndarray,
+    left_labels: list[str],
+    right_labels: list[str],
+    threshold: float = 0.0,
+    focus: int | None = None,
+) -> go.Figure:
+    """bertviz-style lines from each from-token (left) to each to-token (right), opacity ~ weight.
+
+    Plotly has no per-segment opacity and cannot restyle on hover without JavaScript, so: weights are
+    bucketed into HEAD_VIEW_LEVELS opacity levels, one Scatter per level holding all its segments
+    (NaN-separated), so the figure has at most HEAD_VIEW_LEVELS + 2 traces whatever T is. Isolation is a
+    re-render: `focus=i` draws only token i's lines, in FOCUS_COLOR. The token markers carry their index
+    in customdata, so the UI can turn a click (st.plotly_chart selection) into `focus`; hovering a token
+    lists its strongest links. Weights below `threshold`, and exact zeros, get no line.
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape != (len(left_labels), len(right_labels)):
+        raise ValueError(f"matrix shape {m.shape} does not match "
+                         f"{len(left_labels)} x {len(right_labels)} labels")
+    if focus is not None and not 0 <= focus < m.shape[0]:
+        raise ValueError(f"focus {focus} outside 0..{m.shape[0] - 1}")
+    keep = (m >= threshold) & (m > 0)
+    if focus is not None:
+        keep[np.arange(m.shape[0]) != focus] = False
+    level = np.clip(np.ceil(m * HEAD_VIEW_LEVELS), 1, HEAD_VIEW_LEVELS).astype(int)
+    fig = go.Figure()
+    for k in range(1, HEAD_VIEW_LEVELS + 1):
+        rows, cols = np.nonzero(keep & (level == k))
+        if len(rows) == 0:
+            continue
+        xs = np.tile(np.array([0.0, 1.0, np.nan], np.float32), len(rows))
+        ys = np.stack([rows, cols, np.full(len(rows), np.nan)], axis=1).astype(np.float32).ravel()
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+            name=f"weight ≤ {k / HEAD_VIEW_LEVELS:g}", opacity=(k - 0.5) / HEAD_VIEW_LEVELS,
+            line={"color": LINE_COLOR if focus is None else FOCUS_COLOR, "width": 2},
+        ))
+    left_keys, right_keys = _unique_keys(left_labels), _unique_keys(right_labels)
+
+    def strongest(weights: np.ndarray, keys: list[str], arrow: str) -> str:
+        top = np.argsort(-weights, kind="stable")[:3]
+        return "<br>".join(f"{arrow} {keys[j]}: {weights[j]:.3f}" for j in top)
+
+    for side, keys, labels, weights, arrow in (
+        (0.0, left_keys, left_labels, m, "→"), (1.0, right_keys, right_labels, m.T, "←"),
+    ):
+        fig.add_trace(go.Scatter(
+            x=np.full(len(keys), side), y=np.arange(len(keys)), mode="markers+text",
+            text=[escape_label(label) for label in labels], customdata=np.arange(len(keys)),
+            textposition="middle left" if side == 0 else "middle right",
+            hovertext=[f"{key}<br>{strongest(w, right_keys if side == 0 else left_keys, arrow)}"
+                       for key, w in zip(keys, weights)],
+            hoverinfo="text", showlegend=False, name="from" if side == 0 else "to",
+            marker={"size": 7, "color": [FOCUS_COLOR if side == 0 and i == focus else "#555555"
+                                         for i in range(len(keys))]},
+        ))
+    fig.update_layout(
+        height=int(max(300, 18 * max(m.shape) + 80)), margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis={"visible": False, "range": [-0.7, 1.7], "fixedrange": True},
+        yaxis={"visible": False, "autorange": "reversed", "fixedrange": True},
+        hovermode="closest", meta={"threshold": threshold, "focus": focus, "levels": HEAD_VIEW_LEVELS},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# scores per head
+
+
+def score_grid(
+    scores: np.ndarray,
+    title: str,
+    best: tuple[int, int] | None = None,
+    zmin: float = 0,
+    zmax: float = 1,
+    colorscale: str | list = "default",
+) -> go.Figure:
+    """Layers x heads heatmap of a score (e.g. probe accuracy) with each value written in its cell.
+
+    `best` (layer, head) is outlined; None outlines the highest score (first on ties, NaN ignored),
+    so the head a reader should look at is found without scanning the numbers.
+    """
+    z = np.asarray(scores, dtype=np.float32)
+    if z.ndim != 2:
+        raise ValueError(f"scores must be [layers, heads], got shape {z.shape}")
+    n_layers, n_heads = z.shape
+    if best is None and not np.all(np.isnan(z)):
+        best = tuple(int(v) for v in np.unravel_index(np.nanargmax(z), z.shape))
+    fig = go.Figure(go.Heatmap(
+        z=z, zmin=zmin, zmax=zmax, colorscale=_colorscale(colorscale), texttemplate="%{z:.2f}",
+        hovertemplate="L%{y} H%{x}<br>%{z:.3f}<extra></extra>", hoverongaps=False,
+    ))
+    shapes = []
+    if best is not None:
+        layer, head = best
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"best ({layer}, {head}) outside {n_layers} layers x {n_heads} heads")
+        shapes.append(_rect(head - 0.5, head + 0.5, layer - 0.5, layer + 0.5, name="best"))
+    fig.update_layout(
+        title=escape_label(title), shapes=shapes,
+        height=int(min(1600, max(300, 26 * n_layers + 120))),
+        xaxis={"tickmode": "array", "tickvals": list(range(n_heads)),
+               "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "title": "head"},
+        yaxis={"tickmode": "array", "tickvals": list(range(n_layers)),
+               "ticktext": [f"L{i}" for i in range(n_layers)], "showgrid": False, "title": "layer",
+               "autorange": "reversed"},
+        meta={"best": list(best) if best is not None else None},
+    )
+    return fig
