@@ -87,7 +87,7 @@ def _bench(args) -> int:
 
 
 def _probe(args) -> int:
-    from attnviz.analysis.cli import run_probe_command
+    from attnviz.probe import run_probe_command
 
     return run_probe_command(args)
 

@@ -24,17 +24,25 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, probs_out=None):
     """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
 
     `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). The softmax runs in
-    float32 and is cast back, as HF's eager attention does.
+    float32 and is cast back, as HF's eager attention does. `probs_out`, when given, receives the
+    probabilities (a caller that keeps every layer's attention saves a copy per layer).
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # B, H, T, S
+    # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
+    # the result is bit-identical to scaling the scores.
+    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # B, H, T, S
     if mask is not None:
         scores = scores + additive(mask, scores.dtype)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
+    if probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
+        probs = torch.softmax(scores, dim=-1, out=probs_out)  # B, H, T, S
+    else:
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
+        if probs_out is not None:
+            probs = probs_out.copy_(probs)
     return torch.matmul(probs, v), probs  # B, H, T, D
 
 
@@ -73,9 +81,10 @@ class MultiHeadAttention(nn.Module):
         """The KV head each query head reads."""
         return [h // (self.n_heads // self.n_kv_heads) for h in range(self.n_heads)]
 
-    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None):
+    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, attn_out=None):
         """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
-        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H]: 1 keeps a head's output, 0 zeroes it.
+        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H]: 1 keeps a head's output, 0 zeroes it;
+        attn_out: optional [B, H, T, S] tensor that receives the probabilities.
         Returns (out [B, T, C], attn [B, H, T, S])."""
         kv = x if kv is None else kv
         b, t, _ = x.shape
@@ -86,7 +95,9 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         n_rep = self.n_heads // self.n_kv_heads
-        context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask)
+        context, attn = scaled_dot_product_attention(
+            q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, probs_out=attn_out
+        )
         if head_mask is not None:
             context = context * head_mask.to(context.dtype)[None, :, None, None]  # B, H, T, D
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D

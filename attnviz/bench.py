@@ -33,7 +33,7 @@ def text_of_length(model, n_tokens: int) -> str:
 def bench(model, lengths=(16, 64, 256), repeats: int = 15, warmup: int = 3) -> list[dict]:
     from attnviz.loading import hf
 
-    reference, tokenizer = hf.reference_for_benchmark(model.info.path, causal=model.info.causal)
+    reference, tokenizer = hf.reference_model(model.info.path), hf.reference_tokenizer(model.info.path)
 
     def ours(text):
         return model.run(text).attentions

@@ -31,13 +31,14 @@ class Block(nn.Module):
         self.mlp = mlp(config.d_model, config.d_ff, config.activation, bias=config.mlp_bias)
         self.mlp_norm = make_norm(config.norm, config.d_model, config.norm_eps)
 
-    def forward(self, x, mask=None, rotary=None, head_mask=None):
+    def forward(self, x, mask=None, rotary=None, head_mask=None, attn_out=None):
         """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S])."""
+        kwargs = {"rotary": rotary, "head_mask": head_mask, "attn_out": attn_out}
         if self.pre_norm:  # GPT-2, Llama: x + f(norm(x))
-            out, attn = self.attn(self.attn_norm(x), mask, rotary=rotary, head_mask=head_mask)
+            out, attn = self.attn(self.attn_norm(x), mask, **kwargs)
             x = x + out
             return x + self.mlp(self.mlp_norm(x)), attn
         # BERT: norm(x + f(x)), "Attention Is All You Need" order
-        out, attn = self.attn(x, mask, rotary=rotary, head_mask=head_mask)
+        out, attn = self.attn(x, mask, **kwargs)
         x = self.attn_norm(x + out)
         return self.mlp_norm(x + self.mlp(x)), attn

@@ -65,16 +65,32 @@ class LoadedModel:
                      for t, p in zip(texts, pairs)]
         if any(len(e.ids) == 0 for e in encodings):
             raise ValueError("the text produced no tokens")
-        out = self.forward_encodings(encodings)
+        # No unembedding here: it would cost ~15 GFLOP at 256 tokens for SmolLM2, and the app needs
+        # predictions at one position at a time (`next_tokens`), from the hidden state kept in the trace.
+        out = self.forward_encodings(encodings, with_logits=False)
         traces = []
         for b, (enc, text, pair) in enumerate(zip(encodings, texts, pairs)):
             n = len(enc.ids)
-            attentions = torch.stack([a[b, :, :n, :n] for a in out.attentions])  # L, H, T, T
-            traces.append(self._trace(enc, text, pair, attentions, None if out.logits is None else out.logits[b, :n]))
+            attentions = out.attentions[:, b, :, :n, :n]  # L, H, T, T
+            if len(encodings) > 1:  # a copy, so the batch's buffer can be freed
+                attentions = attentions.clone()
+            traces.append(self._trace(enc, text, pair, attentions, out.hidden[b, :n]))
         return traces
 
     @torch.inference_mode()
-    def forward_encodings(self, encodings) -> ForwardOutput:
+    def next_tokens(self, trace: AttentionTrace, position: int, k: int = TOP_K) -> list[tuple[str, float]]:
+        """The k likeliest next tokens after `position` of a decoder trace, as (text, probability)."""
+        if self.module.lm_head is None:
+            raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
+        weight = self.module.lm_head.weight
+        hidden = torch.as_tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
+        probs = torch.softmax(self.module.lm_head(hidden).float(), dim=-1)  # V
+        top = probs.topk(k)
+        texts = self.tokenizer.decode_batch([[i] for i in top.indices.tolist()], skip_special_tokens=False)
+        return list(zip(texts, top.values.tolist()))
+
+    @torch.inference_mode()
+    def forward_encodings(self, encodings, with_logits: bool = True) -> ForwardOutput:
         width = max(len(e.ids) for e in encodings)
         ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -84,9 +100,9 @@ class LoadedModel:
             mask[b, : len(e.ids)] = 1
             types[b, : len(e.ids)] = torch.tensor(e.type_ids)
         device = self.info.device
-        return self.module(ids.to(device), mask.to(device), types.to(device))
+        return self.module(ids.to(device), mask.to(device), types.to(device), with_logits=with_logits)
 
-    def _trace(self, enc, text, pair, attentions, logits) -> AttentionTrace:
+    def _trace(self, enc, text, pair, attentions, hidden) -> AttentionTrace:
         texts = (text,) if pair is None else (text, pair)
         sequence_ids = list(enc.sequence_ids)
         special = [bool(s) or q is None for s, q in zip(enc.special_tokens_mask, sequence_ids)]
@@ -117,13 +133,5 @@ class LoadedModel:
             word_sequence=word_sequence,
             special_mask=special,
             metadata={"model": self.info.name, "causal": self.config.causal},
-            next_tokens=None if logits is None else self._top_next(logits),
+            hidden=hidden.float().cpu().numpy(),
         )
-
-    def _top_next(self, logits: torch.Tensor) -> list[list[tuple[str, float]]]:
-        probs = torch.softmax(logits.float(), dim=-1)  # T, V
-        top = probs.topk(TOP_K, dim=-1)
-        return [
-            [(self.tokenizer.decode([int(i)], skip_special_tokens=False), float(p)) for p, i in zip(ps, ids)]
-            for ps, ids in zip(top.values.tolist(), top.indices.tolist())
-        ]

@@ -21,7 +21,7 @@ from attnviz.rope import inverse_frequencies, rotary_cos_sin
 @dataclass
 class ForwardOutput:
     hidden: torch.Tensor  # B, T, C: after the last block (and the final norm of pre-norm models)
-    attentions: list[torch.Tensor]  # per layer: B, H, T, T
+    attentions: torch.Tensor  # L, B, H, T, T
     logits: torch.Tensor | None = None  # B, T, V when the model has an LM head
 
 
@@ -64,7 +64,9 @@ class Transformer(nn.Module):
             x = x + self.type_embedding(types)
         return self.embedding_norm(x) if self.embedding_norm is not None else x
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None) -> ForwardOutput:
+    def forward(
+        self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None, with_logits=True
+    ) -> ForwardOutput:
         """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] 1 keeps."""
         positions = self.positions(input_ids)
         x = self.embed(input_ids, token_type_ids, positions)
@@ -72,13 +74,15 @@ class Transformer(nn.Module):
         rotary = None
         if self.config.rope_theta is not None:
             rotary = rotary_cos_sin(self.inv_freq, positions, x.dtype)
-        attentions = []
+        b, t = input_ids.shape
+        # Every layer writes its probabilities straight into one tensor: no stacking copy afterwards.
+        attentions = x.new_empty(len(self.blocks), b, self.config.n_heads, t, t)  # L, B, H, T, T
         for layer, block in enumerate(self.blocks):
-            x, attn = block(x, mask, rotary, None if head_mask is None else head_mask[layer])
-            attentions.append(attn)
+            layer_mask = None if head_mask is None else head_mask[layer]
+            x, _ = block(x, mask, rotary, layer_mask, attn_out=attentions[layer])
         if self.final_norm is not None:
             x = self.final_norm(x)
-        logits = self.lm_head(x) if self.lm_head is not None else None
+        logits = self.lm_head(x) if self.lm_head is not None and with_logits else None
         return ForwardOutput(x, attentions, logits)
 
     def _keep_mask(self, input_ids, attention_mask):

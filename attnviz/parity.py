@@ -31,7 +31,7 @@ def check_parity(model, text: str, text_pair: str | None = None, reference=None)
     types = torch.tensor([enc.type_ids])
     ours = model.forward_encodings([enc])
     ref_attn, ref_hidden = hf.reference_outputs(reference, ids, mask, types)
-    our_attn = torch.stack(ours.attentions).float().cpu()
+    our_attn = ours.attentions.float().cpu()
     return ParityReport(
         n_tokens=len(enc.ids),
         max_attention_diff=float((our_attn - ref_attn).abs().max()),

@@ -114,8 +114,8 @@ class AttentionTrace:
     word_sequence: list[int] = field(default_factory=list)
     special_mask: list[bool] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
-    # Decoders with an LM head: the 5 likeliest next tokens after each position, as (label, prob).
-    next_tokens: list[list[tuple[str, float]]] | None = None
+    # Final hidden state [T, C] float32 (after the final norm): what the unembedding would read.
+    hidden: np.ndarray | None = None
 
     @property
     def n_layers(self) -> int:

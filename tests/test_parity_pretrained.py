@@ -105,7 +105,7 @@ def test_batch_equals_single_runs(minilm, smollm):
 
 def test_next_token_predictions(smollm):
     trace = smollm.run("The capital of France is")
-    top = trace.next_tokens[-1]
+    top = smollm.next_tokens(trace, len(trace.tokens) - 1)
     assert len(top) == 5 and top[0][1] >= top[-1][1]
     assert "Paris" in top[0][0]
 

@@ -73,7 +73,7 @@ def batch(pad_id: int, pair: bool = False):
 
 
 def assert_parity(ours, hf_attentions, hf_hidden, mask):
-    ours_attn = torch.stack(ours.attentions)
+    ours_attn = ours.attentions
     ref_attn = torch.stack(hf_attentions)
     keep = mask.bool()  # padded query rows are meaningless; compare the real ones
     diff = (ours_attn - ref_attn).abs().transpose(2, 3)[:, keep]  # L, B, T, H, S -> L, N, H, S
@@ -118,7 +118,7 @@ def test_mistral_sliding_window_matches_hf():
         ref = hf.base_model(input_ids=ids[:1], output_attentions=True)
         out = ours(ids[:1])
     assert_parity(out, ref.attentions, ref.last_hidden_state, mask[:1])
-    assert torch.all(out.attentions[0][0, :, 8, :5] == 0)  # outside the window of 4
+    assert torch.all(out.attentions[0, 0, :, 8, :5] == 0)  # outside the window of 4
 
 
 def test_parity_test_can_fail():

@@ -40,7 +40,7 @@ def score_model(
     by_text: dict[str, list[ProbeItem]] = {}
     for item in items:
         by_text.setdefault(item.text, []).append(item)
-    texts = list(by_text)
+    texts = sorted(by_text, key=len)  # similar lengths share a batch: less padding
     accumulator = ScoreAccumulator(item.relation for item in items)
     if progress is not None:
         progress(0, len(texts))

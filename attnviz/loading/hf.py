@@ -141,18 +141,12 @@ def reference_outputs(model, input_ids, attention_mask=None, token_type_ids=None
     return torch.stack(out.attentions), out.last_hidden_state
 
 
-def reference_for_benchmark(path: str, causal: bool):
-    """HF eager float32 model (with its LM head for decoders, as ours computes next-token
-    predictions too) and its tokenizer, for the side-by-side benchmark."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if not causal:
-        p = Path(path)
-        return reference_model(path), AutoTokenizer.from_pretrained(str(p))
-    kwargs = {"attn_implementation": "eager", "dtype": torch.float32}
+def reference_tokenizer(path: str):
+    """HF's tokenizer for the same checkpoint (the benchmark's reference side tokenizes with it)."""
+    from transformers import AutoTokenizer
+
     p = Path(path)
     if p.suffix == ".gguf":
-        model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, **kwargs)
-        return model.eval(), AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-    model = AutoModelForCausalLM.from_pretrained(str(p), use_safetensors=True, **kwargs)
-    return model.eval(), AutoTokenizer.from_pretrained(str(p))
+        return AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    return AutoTokenizer.from_pretrained(str(p))

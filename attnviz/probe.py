@@ -1,0 +1,90 @@
+"""The probe command: read items (probe JSONL, built-in sets, CoNLL-U, WinoBias), score every head
+of a model on them, and print the DESIGN.md JSON or a readable table. The Head Finder page calls the
+same functions, so both give the same numbers."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from attnviz.analysis import (
+    read_conllu,
+    read_probes,
+    read_winobias,
+    score_model,
+    to_json,
+)
+from attnviz.probesets import builtin_path
+
+
+def builtin_items(spec: str) -> list:
+    """`builtin` (en + zh), `builtin:en` or `builtin:zh`."""
+    _, _, lang = spec.partition(":")
+    langs = [lang] if lang else ["en", "zh"]
+    return [item for code in langs for item in read_probes(builtin_path(code))]
+
+
+def read_items(probes: str | None = None, conllu: str | None = None, winobias: str | None = None,
+               sep: str = " ", relation: str | None = None) -> list:
+    if probes is not None:
+        items = builtin_items(probes) if probes.split(":")[0] == "builtin" else read_probes(probes)
+    elif conllu is not None:
+        items = read_conllu(conllu, sep=sep)
+    elif winobias is not None:
+        items = read_winobias(winobias)
+    else:
+        raise ValueError("give one of --probes, --conllu or --winobias")
+    if relation is not None:
+        items = [item for item in items if item.relation == relation]
+        if not items:
+            raise ValueError(f"no items with relation {relation!r}")
+    return items
+
+
+def format_table(result: dict) -> str:
+    """A readable summary: per relation, the best head of each direction against the baselines."""
+    lines = [f"model: {result['model']}",
+             f"{'relation':18s} {'n':>6s} {'skip':>5s}  {'direction':17s} {'best head':>9s} {'acc':>6s}"
+             f" {'offset':>6s} {'off.acc':>7s} {'first':>6s}"]
+    for relation, block in result["relations"].items():
+        for direction in ("source_to_target", "target_to_source"):
+            best, base = block["best"][direction], block["baselines"][direction]
+            head = f"L{best['layer']}H{best['head']}" if best else "-"
+            lines.append(
+                f"{relation:18s} {block['n']:6d} {block['n_skipped']:5d}  {direction:17s} {head:>9s} "
+                f"{_pct(best and best['accuracy']):>6s} {_offset(base['best_offset']):>6s} "
+                f"{_pct(base['best_offset_accuracy']):>7s} {_pct(base['first_word_accuracy']):>6s}"
+            )
+    return "\n".join(lines)
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _offset(value) -> str:
+    return "-" if value is None else f"{value:+d}"
+
+
+def run_probe_command(args) -> int:
+    import attnviz
+
+    items = read_items(args.probes, args.conllu, args.winobias, args.sep, args.relation)
+    model = attnviz.load(args.model)
+    scores = score_model(model, items, batch_size=args.batch_size, progress=_progress_bar(len(items)))
+    result = to_json(args.model, scores)
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0
+
+
+def _progress_bar(n_items: int):
+    """A one-line progress bar on stderr (stdout stays clean for --json)."""
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} sentences ({n_items} items)")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
