@@ -78,6 +78,15 @@ def build_module(hf_config: dict, tensors: dict) -> Transformer:
     return module
 
 
+def estimate_bytes(hf_config: dict, dtype=None) -> int:
+    """Memory needed to load a model, from its config alone (before any download): the checkpoint
+    and our copy are both held while converting, so twice the parameters' size."""
+    config = converter_for(hf_config).config(hf_config)
+    with torch.device("meta"):  # builds the module without allocating its tensors
+        n_parameters = sum(p.numel() for p in Transformer(config).parameters())
+    return 2 * n_parameters * torch.tensor([], dtype=_dtype(dtype)).element_size()
+
+
 def _dtype(dtype) -> torch.dtype:
     if dtype is None:
         return torch.float32
@@ -100,4 +109,4 @@ def _token_limit(max_tokens: int, config, checkpoint) -> int:
     return min(limits)
 
 
-__all__ = ["load", "build_module", "pick_device", "CONVERTERS"]
+__all__ = ["load", "build_module", "estimate_bytes", "pick_device", "resolve_source", "CONVERTERS"]

@@ -30,14 +30,14 @@ class Checkpoint:
     path: str
 
 
-def read_config(source: str, offline: bool = False) -> dict:
-    """Only the HF config, without weights (for size estimates before a download)."""
+def read_config(source: str) -> dict:
+    """Only the HF config of a hub id or local directory, without weights (size estimates before a download)."""
     from transformers import AutoConfig
 
-    path = Path(source)
-    if path.suffix == ".gguf":
-        return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name).to_dict()
-    return AutoConfig.from_pretrained(source, local_files_only=offline, trust_remote_code=False).to_dict()
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=False).to_dict()
+    except OSError as error:
+        raise OSError(f"could not read the config of {source!r} ({error})".split("\n")[0]) from error
 
 
 def read_checkpoint(source: str, progress=None) -> Checkpoint:

@@ -1,0 +1,40 @@
+"""What the Explore page draws: token- or word-level attention, optionally without special tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.analysis.scoring import word_attention_matrix
+from attnviz.trace import AttentionTrace
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    attentions: np.ndarray  # float32 [L, H, R, C]
+    labels: list[str]  # one per row (== column) of the view
+    level: str  # "token" or "word"
+
+
+def attention_view(trace: AttentionTrace, level: str = "token", hide_special: bool = False) -> AttentionView:
+    """Token-level: the trace's own attention. Word-level: the DESIGN.md word attention (mean over the
+    row word's tokens of the sum over the column word's tokens); special tokens belong to no word and
+    drop out. hide_special (token level): drop [CLS]/[SEP]/BOS rows and columns and renormalise rows,
+    so a row shows how the remaining weight is shared among real tokens."""
+    if level == "word":
+        words = word_attention_matrix(trace.attentions, trace.word_of_token, len(trace.words))
+        return AttentionView(words.astype(np.float32), list(trace.words), "word")
+    if level != "token":
+        raise ValueError(f"level must be 'token' or 'word', got {level!r}")
+    attentions, labels = trace.attentions, list(trace.tokens)
+    if hide_special and any(trace.special_mask):
+        keep = np.flatnonzero(~np.asarray(trace.special_mask, dtype=bool))
+        if keep.size == 0:
+            raise ValueError("the input has only special tokens")
+        kept = attentions[:, :, keep][:, :, :, keep]
+        totals = kept.sum(axis=-1, keepdims=True)
+        # A row whose whole weight went to special tokens has nothing left to share: it stays 0.
+        attentions = np.divide(kept, totals, out=np.zeros_like(kept), where=totals > 0)
+        labels = [labels[i] for i in keep]
+    return AttentionView(np.asarray(attentions, dtype=np.float32), labels, "token")

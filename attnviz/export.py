@@ -1,0 +1,52 @@
+"""Trace exports: NPZ (full precision), JSON (rounded for reading), one head as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+
+from attnviz.trace import AttentionTrace
+
+
+def trace_npz(trace: AttentionTrace) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        attentions=trace.attentions,
+        input_ids=np.asarray(trace.input_ids),
+        tokens=np.asarray(trace.tokens, dtype=str),
+        offsets=np.asarray(trace.offsets, dtype=np.int64).reshape(-1, 2),
+        kv_group=np.asarray(trace.kv_group),
+        words=np.asarray(trace.words, dtype=str),
+        word_of_token=np.asarray([-1 if w is None else w for w in trace.word_of_token]),
+    )
+    return buffer.getvalue()
+
+
+def trace_json(trace: AttentionTrace, decimals: int = 4) -> str:
+    return json.dumps({
+        "model": trace.metadata.get("model"),
+        "texts": list(trace.texts),
+        "tokens": trace.tokens,
+        "offsets": [list(o) for o in trace.offsets],
+        "sequence_ids": trace.sequence_ids,
+        "input_ids": trace.input_ids,
+        "words": trace.words,
+        "word_of_token": trace.word_of_token,
+        "kv_group": trace.kv_group,
+        "truncated": trace.truncated,
+        "attentions": np.round(trace.attentions.astype(np.float64), decimals).tolist(),
+    }, ensure_ascii=False)
+
+
+def head_csv(matrix: np.ndarray, labels: list[str]) -> str:
+    """Rows attend to columns; the first column and the header hold the labels."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["from \\ to", *labels])
+    for label, row in zip(labels, np.asarray(matrix)):
+        writer.writerow([label, *(f"{v:.6g}" for v in row)])
+    return out.getvalue()

@@ -1,0 +1,1 @@
+"""Streamlit pages' logic: the only package code that imports streamlit."""

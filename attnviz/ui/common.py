@@ -1,0 +1,119 @@
+"""What every page shares: the language switch, the model picker and the URL query string."""
+
+from __future__ import annotations
+
+import html
+
+import streamlit as st
+
+from attnviz.loading.random_model import RANDOM_MODEL_NAME
+from attnviz.ui import models
+from attnviz.ui.strings import LANGUAGES, translate
+
+# Widget keys that live in the URL, so a copied link reproduces the view.
+QUERY_KEYS = ("model", "text", "text_b", "layer", "head")
+
+
+def t(key: str, **values) -> str:
+    return translate(st.session_state.get("lang", "en"), key, **values)
+
+
+def restore_from_url() -> None:
+    """On a session's first run, seed widget state from the query string (?model=...&text=...)."""
+    if st.session_state.get("_restored"):
+        return
+    st.session_state["_restored"] = True
+    params = st.query_params
+    for key in QUERY_KEYS:
+        if key in params:
+            value = params[key]
+            st.session_state[f"url_{key}"] = int(value) if key in ("layer", "head") and value.isdigit() else value
+
+
+def url_value(key: str, default=None):
+    """A value from the query string (first run only), else `default`."""
+    return st.session_state.pop(f"url_{key}", default)
+
+
+def write_url(**values) -> None:
+    for key, value in values.items():
+        if value is None or value == "":
+            st.query_params.pop(key, None)
+        else:
+            st.query_params[key] = str(value)
+
+
+def language_switch() -> None:
+    st.sidebar.radio(
+        "Language / 语言", list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True
+    )
+
+
+def pick_model_source() -> str:
+    """The sidebar's model choice: a preset, or whatever the user typed (hub id, folder, .gguf)."""
+    st.sidebar.subheader(t("model"))
+    from_url = url_value("model")
+    if "model_preset" not in st.session_state:
+        default = from_url if from_url in models.PRESETS else models.default_model()
+        st.session_state["model_preset"] = default
+        if from_url and from_url not in models.PRESETS:
+            st.session_state["model_custom"] = from_url
+    st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset")
+    st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"))
+    return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
+
+
+def get_model(source: str):
+    """(model, source actually shown) or (None, source) after showing why it failed.
+
+    Falls back to a random model only when no pretrained model can be had at all, and says so."""
+    try:
+        problem = models.memory_problem(source)
+        if problem is not None:
+            need, free = problem
+            st.sidebar.error(t("too_large", name=source, need=need, free=free))
+            return None, source
+        return _load_with_progress(source), source
+    except Exception as error:  # any loading failure is shown to the user; the page keeps working
+        st.sidebar.error(t("model_failed", name=html.escape(source), error=html.escape(str(error))))
+    default = models.default_model()
+    if default != source and models.offline_path(default) is not None:
+        st.sidebar.info(t("offline_note", name=default))
+        return _load_with_progress(default), default
+    if models.allow_random_fallback() and models.offline_path(default) is None:
+        st.sidebar.warning(t("random_warning"))
+        return models.load_random_model(), RANDOM_MODEL_NAME
+    return None, source
+
+
+def _load_with_progress(source: str):
+    """Load (or reuse) a model, showing the loading stages in the sidebar only when it really loads."""
+    if models.cached_model(source) is not None:
+        return models.cached_model(source)
+    with st.sidebar.status(t("loading_model", name=source), expanded=True) as status:
+        model = models.load_model(source, progress=lambda stage: status.write(stage))
+        status.update(label=source, state="complete", expanded=False)
+    return model
+
+
+def model_facts(model) -> None:
+    info = model.info
+    st.sidebar.caption(t(
+        "facts", family=info.model_type, layers=info.n_layers, heads=info.n_heads, kind=info.attention_kind,
+        kv=info.n_kv_heads, params=f"{info.n_parameters / 1e6:.0f}M", device=info.device, dtype=info.dtype,
+    ))
+    if info.name == RANDOM_MODEL_NAME:
+        st.warning(t("random_warning"))
+    elif info.name != info.path and models.offline_path(info.name) is not None:
+        st.sidebar.caption(t("offline_note", name=info.name))
+
+
+def sidebar():
+    """Language, model picker and model facts. Returns (model or None, source shown)."""
+    restore_from_url()
+    language_switch()
+    source = pick_model_source()
+    model, shown = get_model(source)
+    if model is not None:
+        model_facts(model)
+    return model, shown

@@ -1,0 +1,205 @@
+"""The Explore page: type a sentence, see every layer and head at once, zoom into one head."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import streamlit as st
+
+from attnviz import export, plots
+from attnviz.analysis.views import attention_view
+from attnviz.ui import models
+from attnviz.ui.common import sidebar, t, url_value, write_url
+from attnviz.ui.widgets import word_pair_ranking
+
+EXAMPLES = [
+    "The keys to the cabinet are on the table.",
+    "The animal didn't cross the street because it was too tired.",
+    "The author that the critics praise writes beautiful books.",
+    "The doctor told the nurse that she would arrive at the hospital soon.",
+    "小明告诉老师他生病了。",
+    "那只猫没有吃鱼，因为它不饿。",
+    "桌子上的钥匙不见了。",
+]
+SCALES = ["linear", "power", "log"]
+PALETTES = ["default", "colorblind", "blues"]
+UNKNOWN_TOKENS = ("[UNK]", "<unk>", "<UNK>")
+UNKNOWN_SHARE_NOTICE = 0.2  # above this share of unknown tokens, suggest a model with a wider vocabulary
+
+
+def render() -> None:
+    model, source = sidebar()
+    st.title(t("app_title"))
+    st.caption(t("app_caption"))
+    if model is None:
+        return
+    text, text_b = sentence_inputs(model)
+    if not text.strip():
+        st.info(t("empty_text"))
+        write_url(model=source, text=None, text_b=None, layer=None, head=None)
+        return
+    try:
+        trace = models.run_text(source, text, text_b or None)
+    except ValueError as error:
+        st.error(t("run_failed", error=html.escape(str(error))))
+        return
+    input_notices(model, trace)
+    token_chips(trace)
+    level, hide_special, scale, palette = view_options(trace)
+    view = attention_view(trace, level, hide_special)
+    highlight = token_focus(trace)
+    model_view(view, trace, highlight, palette)
+    layer, head = head_detail(model, view, trace, scale, palette)
+    next_token_predictions(model, trace)
+    parity_badge(model, text, text_b or None)
+    exports(trace, view, layer, head)
+    write_url(model=source, text=text, text_b=text_b or None, layer=layer, head=head)
+
+
+def sentence_inputs(model) -> tuple[str, str]:
+    if "text" not in st.session_state:
+        st.session_state["text"] = url_value("text", EXAMPLES[0])
+    if "text_b" not in st.session_state:
+        st.session_state["text_b"] = url_value("text_b", "")
+
+    def use_example() -> None:
+        st.session_state["text"] = st.session_state["example"]
+
+    st.selectbox(t("examples"), EXAMPLES, key="example", on_change=use_example, index=None,
+                 placeholder="…")
+    text = st.text_input(t("sentence"), key="text", max_chars=20_000)
+    text_b = ""
+    if not model.info.causal:
+        text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=20_000)
+    return text, text_b.strip()
+
+
+def input_notices(model, trace) -> None:
+    if trace.truncated:
+        st.warning(t("truncated", n=model.info.max_tokens))
+    unknown = [i for i, (tok, special) in enumerate(zip(trace.input_ids, trace.special_mask))
+               if not special and model.tokenizer.id_to_token(tok) in UNKNOWN_TOKENS]
+    real = sum(not s for s in trace.special_mask)
+    if real and len(unknown) / real > UNKNOWN_SHARE_NOTICE:
+        unk = model.tokenizer.id_to_token(trace.input_ids[unknown[0]])
+        st.warning(t("many_unk", share=len(unknown) / real, unk=unk, suggestion=models.WIDE_VOCABULARY_MODEL))
+
+
+def token_chips(trace) -> None:
+    """Tokens as chips with their ids; every piece of text is escaped, so markup in the input stays text."""
+    chips = []
+    for token, token_id, special in zip(trace.tokens, trace.input_ids, trace.special_mask):
+        shown = html.escape(plots.escape_label(token)) if not special else html.escape(token)
+        style = "background:#eee;color:#555" if special else "background:#e8f0fe"
+        chips.append(
+            f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
+            f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
+        )
+    with st.expander(f"{t('tokens')} ({len(trace.tokens)})", expanded=len(trace.tokens) <= 40):
+        st.markdown("".join(chips), unsafe_allow_html=True)
+
+
+def view_options(trace):
+    cols = st.columns(4)
+    level = cols[0].radio(t("level"), ["token", "word"], key="level", horizontal=True,
+                          format_func=lambda v: t(f"level_{v}"))
+    hide_special = cols[1].toggle(t("hide_special"), key="hide_special",
+                                  disabled=level == "word" or not any(trace.special_mask))
+    scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True)
+    palette = cols[3].selectbox(t("palette"), PALETTES, key="palette")
+    return level, hide_special, scale, palette
+
+
+def token_focus(trace) -> list[tuple[int, int]]:
+    """Rank every head by word-level attention between two chosen words; the top five are outlined."""
+    with st.expander(t("token_focus"), expanded=False):
+        ranking = word_pair_ranking(trace, key_prefix="explore")
+    return [(layer, head) for layer, head, _ in ranking[:5]]
+
+
+def model_view(view, trace, highlight, palette) -> None:
+    st.subheader(t("model_view"))
+    st.caption(t("model_view_caption"))
+    figure = plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight,
+                              row_labels=view.labels, col_labels=view.labels, colorscale=palette)
+    meta = figure.layout.meta or {}
+    if meta.get("pooled"):
+        st.info(t("pooled", cells=meta.get("tile")))
+    st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False})
+
+
+def head_detail(model, view, trace, scale, palette) -> tuple[int, int]:
+    st.subheader(t("head_detail"))
+    n_layers, n_heads = view.attentions.shape[:2]
+    for key, limit in (("layer", n_layers), ("head", n_heads)):
+        if key not in st.session_state:
+            st.session_state[key] = url_value(key, 0)
+        if not 0 <= st.session_state[key] < limit:  # a smaller model, or a stale link
+            st.session_state[key] = 0
+    cols = st.columns([1, 1, 2, 2])
+    layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer")
+    head = cols[1].selectbox(t("head"), range(n_heads), key="head")
+    threshold = cols[2].slider(t("threshold"), 0.0, 0.5, 0.02, 0.01, key="threshold")
+    labels = view.labels
+    focus = cols[3].selectbox(t("focus_token"), [None, *range(len(labels))], key="focus",
+                              format_func=lambda i: t("all_tokens") if i is None else f"{i}: {labels[i]}")
+    if trace.kv_group and model.info.n_kv_heads != model.info.n_heads:
+        group = trace.kv_group[head]
+        peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
+        st.caption(t("kv_note", head=head, kv=group, peers=", ".join(map(str, peers)) or "-",
+                     kind=model.info.attention_kind))
+    matrix = view.attentions[layer, head]
+    left, right = st.columns([3, 2])
+    left.plotly_chart(
+        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=model.info.causal),
+        key="head_heatmap", width="stretch",
+    )
+    right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
+                       key="head_view", width="stretch")
+    return layer, head
+
+
+def next_token_predictions(model, trace) -> None:
+    if not model.info.causal or model.module.lm_head is None or trace.hidden is None:
+        return
+    st.subheader(t("predictions"))
+    position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
+                            format_func=lambda i: f"{i}: {trace.tokens[i]}", key="prediction_position")
+    rows = model.next_tokens(trace, position)
+    st.dataframe({"token": [plots.escape_label(text) for text, _ in rows],
+                  "probability": [round(p, 4) for _, p in rows]}, hide_index=True)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _reference(path: str):
+    from attnviz.loading import hf
+
+    return hf.reference_model(path)
+
+
+def parity_badge(model, text, text_b) -> None:
+    if not st.button(t("parity"), key="parity"):
+        return
+    from attnviz.parity import check_parity
+
+    try:
+        with st.spinner("…"):
+            report = check_parity(model, text, text_b, reference=_reference(model.info.path))
+    except Exception as error:  # e.g. the random fallback has no HF counterpart
+        st.warning(t("parity_failed", error=html.escape(str(error))))
+        return
+    message = t("parity_result", attn=report.max_attention_diff, hidden=report.max_hidden_diff, n=report.n_tokens)
+    (st.success if report.passed() else st.error)(message)
+
+
+def exports(trace, view, layer, head) -> None:
+    st.caption(t("share"))
+    cols = st.columns(3)
+    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(trace), file_name="attnviz_trace.npz",
+                            mime="application/octet-stream", on_click="ignore", key="npz")
+    cols[1].download_button(t("download_json"), lambda: export.trace_json(trace), file_name="attnviz_trace.json",
+                            mime="application/json", on_click="ignore", key="json")
+    matrix = np.asarray(view.attentions[layer, head])
+    cols[2].download_button(t("download_csv"), lambda: export.head_csv(matrix, view.labels),
+                            file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")

