@@ -23,6 +23,7 @@ EXAMPLES = [
     "桌子上的钥匙不见了。",
 ]
 SCALES = ["linear", "power", "log"]
+LEVEL_LABELS = {"token": "tokens · 词元", "word": "words · 词"}
 PALETTES = ["default", "colorblind", "blues"]
 UNKNOWN_TOKENS = ("[UNK]", "<unk>", "<UNK>")
 UNKNOWN_SHARE_NOTICE = 0.2  # above this share of unknown tokens, suggest a model with a wider vocabulary
@@ -102,8 +103,9 @@ def token_chips(trace) -> None:
 
 def view_options(trace):
     cols = st.columns(4)
+    # Option labels stay the same in both languages: a widget whose options change is a new widget.
     level = cols[0].radio(t("level"), ["token", "word"], key="level", horizontal=True,
-                          format_func=lambda v: t(f"level_{v}"))
+                          format_func=LEVEL_LABELS.get)
     hide_special = cols[1].toggle(t("hide_special"), key="hide_special",
                                   disabled=level == "word" or not any(trace.special_mask))
     scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True)

@@ -64,8 +64,6 @@ STRINGS: dict[str, dict[str, str]] = {
     "tokens": {"en": "Tokens", "zh": "词元"},
     "view": {"en": "View", "zh": "视图"},
     "level": {"en": "Level", "zh": "粒度"},
-    "level_token": {"en": "tokens", "zh": "词元"},
-    "level_word": {"en": "words", "zh": "词"},
     "hide_special": {"en": "Hide special tokens (rows renormalised)", "zh": "隐藏特殊词元（行重新归一化）"},
     "scale": {"en": "Colour scale", "zh": "颜色刻度"},
     "palette": {"en": "Palette", "zh": "配色"},

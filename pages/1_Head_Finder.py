@@ -1,0 +1,8 @@
+"""Head Finder: which heads track subject-verb, coreference, modification, semantic association?"""
+
+import streamlit as st
+
+from attnviz.ui.head_finder import render
+
+st.set_page_config(page_title="attnviz · Head Finder", page_icon="🔍", layout="wide")
+render()

@@ -1,0 +1,172 @@
+"""AppTest smoke and behaviour tests of every page: figures must change, not only widget values."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import MINILM, SMOLLM, require_offline
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PAGES = sorted(str(p) for p in (ROOT / "pages").glob("*.py"))
+TIMEOUT = 180  # the first run loads a real model
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The plotly figure (as JSON) of the chart with this widget key."""
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith(f"-{key}"):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key!r}; charts: {[e.proto.id for e in at.get('plotly_chart')]}")
+
+
+def z_array(trace: dict) -> np.ndarray:
+    z = trace["z"]
+    if isinstance(z, dict):  # plotly >= 6 base64 encoding
+        data = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"])
+        shape = z.get("shape")
+        if isinstance(shape, str):  # plotly writes "rows, cols"
+            shape = [int(n) for n in shape.split(",")]
+        return data.reshape(shape) if shape else data
+    return np.asarray(z, dtype=float)
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture(scope="module")
+def app() -> AppTest:
+    require_offline(MINILM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert_clean(at)
+    return at
+
+
+def test_main_page_opens_on_a_pretrained_model(app):
+    assert app.selectbox(key="model_preset").value == MINILM
+    assert "random" not in " ".join(w.value for w in app.warning).lower()
+    grid = chart(app, "model_view")["data"][0]
+    assert grid["type"] == "heatmap"
+    # 6 layers + mean row, 12 heads + mean column, 12 tokens per tile with 1-cell gaps
+    assert z_array(grid).shape == (7 * 13 - 1, 13 * 13 - 1)
+
+
+def test_sentence_change_redraws_the_grid(app):
+    before = z_array(chart(app, "model_view")["data"][0])
+    app.text_input(key="text").input("Dogs bark.").run()
+    assert_clean(app)
+    after = chart(app, "model_view")["data"][0]
+    assert z_array(after).shape == (7 * 6 - 1, 13 * 6 - 1) != before.shape  # [CLS] dogs bark . [SEP]
+    assert any("bark" in label for label in after["y"])
+
+
+def test_layer_and_head_change_the_head_figure(app):
+    app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
+    first = z_array(chart(app, "head_heatmap")["data"][0])
+    app.selectbox(key="layer").set_value(3).run()
+    app.selectbox(key="head").set_value(5).run()
+    assert_clean(app)
+    second = z_array(chart(app, "head_heatmap")["data"][0])
+    assert first.shape == second.shape and not np.allclose(first, second)
+    assert app.query_params["layer"] == "3" and app.query_params["head"] == "5"
+
+
+def test_word_level_and_hide_special_toggles_change_the_figure(app):
+    app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
+    tokens = chart(app, "head_heatmap")["data"][0]
+    app.toggle(key="hide_special").set_value(True).run()
+    hidden = chart(app, "head_heatmap")["data"][0]
+    assert z_array(hidden).shape == (10, 10) and z_array(tokens).shape == (12, 12)
+    np.testing.assert_allclose(np.nansum(z_array(hidden), axis=1), 1, atol=1e-3)
+    app.toggle(key="hide_special").set_value(False).run()
+    app.radio(key="level").set_value("word").run()
+    assert_clean(app)
+    words = chart(app, "head_heatmap")["data"][0]
+    assert z_array(words).shape == (10, 10)  # 9 words and the full stop
+
+
+def test_token_focus_ranks_heads_and_outlines_them(app):
+    app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
+    app.selectbox(key="explore_source").set_value(1).run()  # keys
+    app.selectbox(key="explore_target").set_value(5).run()  # are
+    assert_clean(app)
+    table = app.dataframe[0].value
+    assert list(table.columns) == ["layer", "head", "attention"] and table["attention"].is_monotonic_decreasing
+    shapes = chart(app, "model_view")["layout"].get("shapes", [])
+    assert len([s for s in shapes if s.get("line", {}).get("color")]) >= 5
+
+
+HOSTILE = [
+    ("", "Type a sentence"),
+    ("   \n\t ", "Type a sentence"),
+    ("word " * 4000, "longer than 512 tokens"),
+    ("I ❤️ 🐶🐱 emoji 👩‍👩‍👧", None),
+    ('<b>bold</b> <a href="javascript:alert(1)">x</a> <script>alert(2)</script>', None),
+    ("שלום עולם مرحبا بالعالم", None),
+]
+
+
+@pytest.mark.parametrize("text,message", HOSTILE)
+def test_hostile_text_gives_a_message_or_a_view(app, text, message):
+    app.text_input(key="text").input(text).run()
+    assert_clean(app)
+    shown = " ".join(e.value for e in [*app.info, *app.warning, *app.error])
+    if message:
+        assert message in shown
+    if text.strip():
+        figure = json.dumps(chart(app, "model_view"))
+        for raw in ("<script>", "<b>bold", '<a href="javascript'):
+            assert raw not in figure
+    for md in app.markdown:
+        assert "<script>" not in md.value and "<b>bold" not in md.value
+
+
+def test_language_switch_changes_labels(app):
+    app.radio(key="lang").set_value("zh").run()
+    assert_clean(app)
+    assert app.title[0].value.startswith("attnviz：")
+    app.radio(key="lang").set_value("en").run()
+
+
+def test_decoder_model_shows_gqa_groups_and_predictions():
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["model"] = SMOLLM
+    at.query_params["text"] = "The capital of France is"
+    at.run()
+    assert_clean(at)
+    grid = chart(at, "model_view")
+    assert any("kv" in str(label) for label in grid["layout"]["xaxis"]["ticktext"])
+    assert "masked" in json.dumps(chart(at, "head_heatmap"))
+    tokens = at.dataframe[-1].value["token"].tolist()
+    assert any("Paris" in token for token in tokens)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs(page):
+    at = AppTest.from_file(page, default_timeout=TIMEOUT).run()
+    assert_clean(at)
+
+
+def test_head_finder_page_matches_the_cli(minilm, capsys):
+    """The page and `python -m attnviz probe --json` give the same numbers for the same items."""
+    from attnviz.__main__ import main
+
+    at = AppTest.from_file(PAGES[0], default_timeout=TIMEOUT).run()
+    at.selectbox(key="finder_relation").set_value("subject-verb").run()
+    at.button(key="run_probe").click().run()
+    assert_clean(at)
+    page_block = at.session_state["finder_result"][1]
+    assert main(["probe", "--model", MINILM, "--probes", "builtin:en", "--relation", "subject-verb", "--json"]) == 0
+    cli_block = json.loads(capsys.readouterr().out)["relations"]["subject-verb"]
+    assert page_block == cli_block
+    best = cli_block["best"]["source_to_target"]
+    assert f"L{best['layer']} H{best['head']}" in at.dataframe[0].value["best head"].tolist()
+    assert len([e for e in at.expander if e.label.startswith(("✅", "❌"))]) >= 2
