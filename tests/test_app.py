@@ -170,3 +170,10 @@ def test_head_finder_page_matches_the_cli(minilm, capsys):
     best = cli_block["best"]["source_to_target"]
     assert f"L{best['layer']} H{best['head']}" in at.dataframe[0].value["best head"].tolist()
     assert len([e for e in at.expander if e.label.startswith(("✅", "❌"))]) >= 2
+
+
+def test_parity_badge_reports_the_difference(app):
+    app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
+    app.button(key="parity").click().run()
+    assert_clean(app)
+    assert any("max |Δ attention|" in s.value and "bound 1e-5" in s.value for s in app.success)

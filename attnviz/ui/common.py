@@ -67,6 +67,8 @@ def get_model(source: str):
     """(model, source actually shown) or (None, source) after showing why it failed.
 
     Falls back to a random model only when no pretrained model can be had at all, and says so."""
+    if source == RANDOM_MODEL_NAME:  # chosen on purpose: untrained attention, for comparison
+        return models.load_random_model(), source
     try:
         problem = models.memory_problem(source)
         if problem is not None:
@@ -103,7 +105,7 @@ def model_facts(model) -> None:
         kv=info.n_kv_heads, params=f"{info.n_parameters / 1e6:.0f}M", device=info.device, dtype=info.dtype,
     ))
     if info.name == RANDOM_MODEL_NAME:
-        st.warning(t("random_warning"))
+        st.warning(t("random_note"))
     elif info.name != info.path and models.offline_path(info.name) is not None:
         st.sidebar.caption(t("offline_note", name=info.name))
 

@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import export, plots
+from attnviz.analysis import profile_head
 from attnviz.analysis.views import attention_view
 from attnviz.ui import models
 from attnviz.ui.common import sidebar, t, url_value, write_url
@@ -159,7 +160,27 @@ def head_detail(model, view, trace, scale, palette) -> tuple[int, int]:
     )
     right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
                        key="head_view", width="stretch")
+    head_profile(trace, layer, head)
     return layer, head
+
+
+def head_profile(trace, layer: int, head: int) -> None:
+    """What kind of head this is, in numbers (Clark et al. 2019 sec. 3; Voita et al. 2019)."""
+    stats = profile_head(trace, layer, head)
+    st.markdown(f"**{t('profile')}**")
+    positional = (t("positional_yes", offset=f"{stats['positional_offset']:+d}") if stats["positional"]
+                  else t("positional_no"))
+    st.dataframe([{
+        t("profile_entropy"): round(stats["entropy"], 3),
+        t("profile_distance"): round(stats["mean_distance"], 2),
+        t("profile_confidence"): round(stats["confidence"], 3),
+        "[CLS]/[SEP]/BOS": round(stats["special"], 3),
+        t("profile_previous"): round(stats["previous"], 3),
+        t("profile_next"): round(stats["next"], 3),
+        t("profile_self"): round(stats["self"], 3),
+        t("profile_punctuation"): round(stats["punctuation"], 3),
+        t("profile_positional"): positional,
+    }], hide_index=True)
 
 
 def next_token_predictions(model, trace) -> None:

