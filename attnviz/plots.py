@@ -264,6 +264,15 @@ def model_view(
         col, row = order.index(head) * (s + 1), layer * (t + 1)
         shapes.append(_rect(col - 0.5, col + s - 0.5, row - 0.5, row + t - 0.5,
                             name=f"highlight L{layer} H{head}"))
+    # Clicking a heatmap cell gives st.plotly_chart no selection (streamlit issue 8760), so one invisible
+    # point per tile, carrying (layer, head), is what a click selects.
+    tiles = [(layer, head) for layer in range(n_layers) for head in order]
+    fig.add_trace(go.Scatter(
+        x=[head_ticks[order.index(head)] for _, head in tiles], y=[layer_ticks[layer] for layer, _ in tiles],
+        customdata=[list(tile) for tile in tiles],  # plain lists: typed arrays reach st.plotly_chart as dicts
+        mode="markers", name="select a head",
+        marker={"size": 14, "opacity": 0}, hoverinfo="none", showlegend=False,
+    ))
     cell = min(12.0, 900 / len(x))  # px per cell when the plot is ~900 px wide (cells are square)
     fig.update_layout(
         shapes=shapes, annotations=annotations,

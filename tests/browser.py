@@ -63,3 +63,12 @@ def launch_chromium(playwright):
 GRID_HAS = """word => [...document.querySelectorAll('.js-plotly-plot')].some(
     gd => gd.data && gd.data[0] && gd.data[0].type === 'heatmap' && gd.layout.meta && gd.layout.meta.tile
           && (gd.data[0].y || []).some(label => String(label).includes(word)))"""
+
+# JavaScript: page coordinates of the mosaic's pick point for [layer, head].
+TILE_CENTRE = """([layer, head]) => {
+    const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout.meta && g.layout.meta.tile);
+    const pick = gd._fullData[1], xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const k = pick.customdata.findIndex(c => c[0] === layer && c[1] === head);
+    const box = gd.getBoundingClientRect();
+    return [xa.l2p(xa.d2l(pick.x[k])) + xa._offset + box.left, ya.l2p(ya.d2l(pick.y[k])) + ya._offset + box.top];
+}"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
+from tests.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, streamlit_server
 from tests.conftest import MINILM, require_offline
 
 SCREENSHOT = ROOT / "artifacts" / "explore.png"
@@ -17,7 +17,8 @@ def page():
     SCREENSHOT.parent.mkdir(exist_ok=True)
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch_chromium(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        # Tall enough for the whole page: Streamlit scrolls inside its own container, not the window.
+        page = browser.new_page(viewport={"width": 1400, "height": 2300})
         page.goto(url)
         page.wait_for_selector("[data-testid=stApp]")
         page.wait_for_function(GRID_HAS, arg="cabinet", timeout=120_000)
@@ -40,6 +41,13 @@ def test_type_a_sentence_and_pick_a_head(page):
     assert page.locator("[data-testid=stException]").count() == 0
     page.screenshot(path=str(SCREENSHOT), full_page=True)
     assert SCREENSHOT.stat().st_size > 50_000
+
+
+def test_clicking_a_tile_selects_its_head(page):
+    x, y = page.evaluate(TILE_CENTRE, [3, 5])
+    page.mouse.click(x, y)
+    page.wait_for_url("**layer=3&head=5**", timeout=30_000)
+    assert page.locator("[data-testid=stException]").count() == 0
 
 
 def test_markup_in_the_sentence_stays_text(page):

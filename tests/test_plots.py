@@ -46,7 +46,11 @@ def all_strings(obj) -> list[str]:
 def test_model_view_is_one_uint8_heatmap_with_documented_shape():
     n_layers, n_heads, n_tokens = 3, 4, 10
     fig = plots.model_view(softmax_rows((n_layers, n_heads, n_tokens, n_tokens)))
-    assert len(fig.data) == 1 and isinstance(fig.data[0], go.Heatmap)
+    heatmaps = [trace for trace in fig.data if isinstance(trace, go.Heatmap)]
+    assert len(heatmaps) == 1 and fig.data[0] is heatmaps[0]  # one mosaic, not a heatmap per head
+    picker = fig.data[1]  # one invisible point per tile, so a click can select a head
+    assert len(fig.data) == 2 and sorted(map(tuple, picker.customdata)) == [
+        (layer, head) for layer in range(n_layers) for head in range(n_heads)]
     z = fig.data[0].z
     assert isinstance(z, np.ndarray) and z.dtype == np.uint8
     assert z.shape == ((n_layers + 1) * (n_tokens + 1) - 1, (n_heads + 1) * (n_tokens + 1) - 1)

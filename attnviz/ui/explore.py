@@ -128,8 +128,22 @@ def model_view(view, trace, highlight, palette) -> None:
                               row_labels=view.labels, col_labels=view.labels, colorscale=palette)
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
-        st.info(t("pooled", cells=meta.get("tile")))
-    st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False})
+        st.info(t("pooled", cells=meta["tile"][0]))
+    event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
+                            on_select="rerun", selection_mode="points")
+    select_clicked_head(event)
+
+
+def select_clicked_head(event) -> None:
+    """A click on a tile picks that layer and head (the widgets below are created after this, so their
+    state may still be set). Only a new click applies: the selection persists across reruns."""
+    points = [p for p in (event.selection.points if event else []) if p.get("customdata") is not None]
+    if not points:
+        return
+    layer, head = (int(v) for v in points[0]["customdata"][:2])
+    if st.session_state.get("_applied_click") != (layer, head):
+        st.session_state["_applied_click"] = (layer, head)
+        st.session_state["layer"], st.session_state["head"] = layer, head
 
 
 def head_detail(model, view, trace, scale, palette) -> tuple[int, int]:
