@@ -39,9 +39,11 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False) if c.lm_head else None
         if self.lm_head is not None and c.tie_word_embeddings:
             self.lm_head.weight = self.token_embedding.weight
+        # A plain attribute, not a buffer: `model.to(bfloat16)` must not round the frequencies (the angles
+        # are computed in float32 whatever the model's dtype); forward moves it to the input's device.
+        self.inv_freq = None
         if c.rope_theta is not None:
-            inv_freq = inverse_frequencies(c.dim_per_head, c.rope_theta, c.rope_scaling)
-            self.register_buffer("inv_freq", inv_freq, persistent=False)
+            self.inv_freq = inverse_frequencies(c.dim_per_head, c.rope_theta, c.rope_scaling)
 
     @property
     def kv_group(self) -> list[int]:

@@ -134,3 +134,17 @@ def test_parity_test_can_fail():
         out = ours(ids, mask)
     with pytest.raises(AssertionError):
         assert_parity(out, ref.attentions, base.last_hidden_state, mask)
+
+
+def test_bfloat16_keeps_rope_in_float32_and_stays_close():
+    """In bfloat16 the rotary frequencies stay float32 (as HF computes its angles); attention then differs
+    from the float32 reference only by bfloat16 rounding (8-bit mantissa: bound 1e-2, not 1e-5)."""
+    hf = hf_model(DECODERS["llama-gqa"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval().to(torch.bfloat16)
+    assert ours.inv_freq.dtype == torch.float32
+    ids = torch.randint(3, VOCAB, (1, 100), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        out = ours(ids)
+        ref = hf.base_model(input_ids=ids, output_attentions=True)
+    assert out.attentions.dtype == torch.bfloat16
+    assert (out.attentions.float() - torch.stack(ref.attentions)).abs().max() <= 1e-2
