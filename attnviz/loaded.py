@@ -31,6 +31,17 @@ class ModelInfo:
     max_tokens: int
     causal: bool
 
+    @classmethod
+    def describe(cls, module: Transformer, name: str, path: str, model_type: str, max_tokens: int) -> ModelInfo:
+        """The facts of a built module (device and dtype read from its parameters)."""
+        config, weight = module.config, next(module.parameters())
+        return cls(
+            name=name, path=path, model_type=model_type, n_layers=config.n_layers, n_heads=config.n_heads,
+            n_kv_heads=config.kv_heads, attention_kind=config.attention_kind,
+            n_parameters=sum(p.numel() for p in module.parameters()), device=weight.device.type,
+            dtype=str(weight.dtype).removeprefix("torch."), max_tokens=max_tokens, causal=config.causal,
+        )
+
 
 class LoadedModel:
     def __init__(self, module: Transformer, tokenizer, info: ModelInfo, special_tokens: dict) -> None:
@@ -61,8 +72,7 @@ class LoadedModel:
         for text in texts:
             if not isinstance(text, str) or not text.strip():
                 raise ValueError("the text is empty: type a sentence")
-        encodings = [self.tokenizer.encode(t, p) if p is not None else self.tokenizer.encode(t)
-                     for t, p in zip(texts, pairs)]
+        encodings = [self.encode(t, p) for t, p in zip(texts, pairs)]
         if any(len(e.ids) == 0 for e in encodings):
             raise ValueError("the text produced no tokens")
         # No unembedding here: it would cost ~15 GFLOP at 256 tokens for SmolLM2, and the app needs
@@ -88,6 +98,10 @@ class LoadedModel:
         top = probs.topk(k)
         texts = self.tokenizer.decode_batch([[i] for i in top.indices.tolist()], skip_special_tokens=False)
         return list(zip(texts, top.values.tolist()))
+
+    def encode(self, text: str, text_pair: str | None = None):
+        """The tokenizer's encoding (ids, offsets, specials), truncated to max_tokens."""
+        return self.tokenizer.encode(text) if text_pair is None else self.tokenizer.encode(text, text_pair)
 
     @torch.inference_mode()
     def forward_encodings(self, encodings, with_logits: bool = True) -> ForwardOutput:

@@ -25,11 +25,11 @@ def check_parity(model, text: str, text_pair: str | None = None, reference=None)
     from attnviz.loading import hf
 
     reference = reference or hf.reference_model(model.info.path)
-    enc = model.tokenizer.encode(text, text_pair) if text_pair is not None else model.tokenizer.encode(text)
+    enc = model.encode(text, text_pair)
     ids = torch.tensor([enc.ids])
     mask = torch.ones_like(ids)
     types = torch.tensor([enc.type_ids])
-    ours = model.forward_encodings([enc])
+    ours = model.forward_encodings([enc], with_logits=False)
     ref_attn, ref_hidden = hf.reference_outputs(reference, ids, mask, types)
     our_attn = ours.attentions.float().cpu()
     return ParityReport(

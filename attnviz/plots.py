@@ -304,7 +304,7 @@ def _token_axis(keys: list[str], labels: list[str], **extra) -> dict:
     return axis
 
 
-def causal_mask(n_rows: int, n_cols: int) -> np.ndarray:
+def causal_blocked(n_rows: int, n_cols: int) -> np.ndarray:
     """True where query i may not see key j (j > i, aligned at the end when keys include a prefix)."""
     offset = n_cols - n_rows
     return np.arange(n_cols)[None, :] > np.arange(n_rows)[:, None] + offset
@@ -347,7 +347,7 @@ def head_heatmap(
                          f"{len(row_labels)} x {len(col_labels)} labels")
     z, zmin, zmax, tickvals, ticktext = _scaled(m, scale)
     z = z.astype(np.float32)
-    mask = causal_mask(*m.shape) if causal else np.zeros(m.shape, bool)
+    mask = causal_blocked(*m.shape) if causal else np.zeros(m.shape, bool)
     z[mask] = np.nan
     y, x = _unique_keys(row_labels), _unique_keys(col_labels)
     trace = go.Heatmap(

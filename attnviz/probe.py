@@ -7,13 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-from attnviz.analysis import (
-    read_conllu,
-    read_probes,
-    read_winobias,
-    score_model,
-    to_json,
-)
+from attnviz.analysis import read_items as read_items_file
+from attnviz.analysis import read_probes, score_model, to_json
 from attnviz.probesets import builtin_path
 
 
@@ -26,14 +21,14 @@ def builtin_items(spec: str) -> list:
 
 def read_items(probes: str | None = None, conllu: str | None = None, winobias: str | None = None,
                sep: str = " ", relation: str | None = None) -> list:
-    if probes is not None:
-        items = builtin_items(probes) if probes.split(":")[0] == "builtin" else read_probes(probes)
-    elif conllu is not None:
-        items = read_conllu(conllu, sep=sep)
-    elif winobias is not None:
-        items = read_winobias(winobias)
+    if probes is not None and probes.split(":")[0] == "builtin":
+        items = builtin_items(probes)
     else:
-        raise ValueError("give one of --probes, --conllu or --winobias")
+        given = {"probes": probes, "conllu": conllu, "winobias": winobias}
+        kind = next((k for k, path in given.items() if path is not None), None)
+        if kind is None:
+            raise ValueError("give one of --probes, --conllu or --winobias")
+        items = read_items_file(kind, given[kind], sep=sep)
     if relation is not None:
         items = [item for item in items if item.relation == relation]
         if not items:

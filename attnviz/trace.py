@@ -25,9 +25,11 @@ _CJK_RANGES = (
     (0x4E00, 0x9FFF),  # CJK unified ideographs
     (0xA960, 0xA97F),  # Hangul Jamo extended A
     (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xD7B0, 0xD7FF),  # Hangul Jamo extended B
     (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),  # half-width Katakana
-    (0x20000, 0x3134F),  # CJK extensions B-G
+    (0xFF66, 0xFFDC),  # half-width Katakana and Hangul
+    (0x1B000, 0x1B16F),  # Kana supplement and extended A
+    (0x20000, 0x323AF),  # CJK extensions B-H
 )
 
 

@@ -59,10 +59,15 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
-# JavaScript: does the mosaic (the plotly chart with the most cells) have a row label containing `word`?
-GRID_HAS = """word => [...document.querySelectorAll('.js-plotly-plot')].some(
-    gd => gd.data && gd.data[0] && gd.data[0].type === 'heatmap' && gd.layout.meta && gd.layout.meta.tile
-          && (gd.data[0].y || []).some(label => String(label).includes(word)))"""
+# JavaScript: does the mosaic (the plotly chart with layout.meta.tile) show `word`? The layer-0 row labels
+# ("L0 from 3:the") spell the text token by token; joined without spaces they contain every word, even
+# one split into word pieces or single bytes.
+GRID_HAS = """word => [...document.querySelectorAll('.js-plotly-plot')].some(gd => {
+    if (!(gd.layout && gd.layout.meta && gd.layout.meta.tile && gd.data && gd.data[0])) return false;
+    const text = (gd.data[0].y || []).map(String).filter(label => label.startsWith('L0 from '))
+        .map(label => label.replace(/^L0 from [^:]*:/, '')).join('').replace(/[\\s␣]/g, '');
+    return text.includes(word);
+})"""
 
 # JavaScript: page coordinates of the mosaic's pick point for [layer, head].
 TILE_CENTRE = """([layer, head]) => {

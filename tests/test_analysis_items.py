@@ -268,3 +268,16 @@ def test_malformed_winobias_names_its_line(bad):
     text = "1 [The developer] argued with the designer because [he] did not like the design.\n" + bad + "\n"
     with pytest.raises(ValueError, match=r"<winobias>, line 2\b"):
         parse_winobias(text)
+
+
+def test_parse_items_dispatches_every_format():
+    from attnviz.analysis import parse_items
+
+    probes = '{"relation": "r", "words": ["a", "b"], "source": 0, "target": 1}\n'
+    conllu = "1\t猫\t_\t_\t_\t_\t2\tnsubj\t_\t_\n2\t叫\t_\t_\t_\t_\t0\troot\t_\t_\n\n"
+    wino = "1 [The cat] sat because [it] was tired.\n"
+    assert parse_items("probes", probes, "p")[0].words == ("a", "b")
+    assert parse_items("conllu", conllu, "c", sep="")[0].text == "猫叫"
+    assert parse_items("winobias", wino, "w")[0].relation == "coreference"
+    with pytest.raises(ValueError, match="unknown item format"):
+        parse_items("csv", "", "x")

@@ -113,8 +113,10 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.parametrize("level", ["token", "word"])
 @pytest.mark.parametrize("text,message", HOSTILE)
-def test_hostile_text_gives_a_message_or_a_view(app, text, message):
+def test_hostile_text_gives_a_message_or_a_view(app, text, message, level):
+    app.session_state["level"] = level  # the radio is not drawn while the text is empty
     app.text_input(key="text").input(text).run()
     assert_clean(app)
     shown = " ".join(e.value for e in [*app.info, *app.warning, *app.error])
@@ -126,6 +128,31 @@ def test_hostile_text_gives_a_message_or_a_view(app, text, message):
             assert raw not in figure
     for md in app.markdown:
         assert "<script>" not in md.value and "<b>bold" not in md.value
+    app.session_state["level"] = "token"
+
+
+def test_link_restores_the_view_and_bad_links_are_ignored():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"text": "Dogs bark loudly.", "layer": "4", "head": "11"})
+    at.run()
+    assert_clean(at)
+    assert at.text_input(key="text").value == "Dogs bark loudly."
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (4, 11)
+    for bad in ({"layer": "abc", "head": "-1"}, {"layer": "99", "head": "500"}):
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.query_params.update(bad)
+        at.run()
+        assert_clean(at)
+        assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (0, 0)
+
+
+def test_language_and_model_survive_a_page_switch():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.radio(key="lang").set_value("zh").run()
+    at.switch_page("pages/1_Head_Finder.py").run()
+    assert_clean(at)
+    assert at.radio(key="lang").value == "zh" and at.title[0].value == "注意力头查找器"
+    assert at.selectbox(key="model_preset").value == MINILM
 
 
 def test_language_switch_changes_labels(app):

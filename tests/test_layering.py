@@ -28,6 +28,13 @@ def top(name: str) -> str:
     return name.split(".")[0]
 
 
+def test_package_uses_absolute_imports_only():
+    """Relative imports would slip past the checks below."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}: relative import"
+
+
 def test_only_loading_hf_imports_transformers():
     users = {m for m, names in modules().items() if any(top(n) == "transformers" for n in names)}
     assert users == {"loading/hf.py"}

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
-from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,7 +11,6 @@ import pytest
 
 from attnviz import plots
 
-PLOTS_PATH = Path(__file__).resolve().parents[1] / "attnviz" / "plots.py"
 HOSTILE = ["<script>alert(1)</script>", '<a href="javascript:x">', "the", "the", " ", "\n", ""]
 
 
@@ -268,17 +265,6 @@ def test_score_grid_outlines_best_and_writes_values():
 
 
 # --- layering ---------------------------------------------------------------------------------------
-
-
-def test_plots_imports_only_plotly_and_numpy():
-    tree = ast.parse(PLOTS_PATH.read_text())
-    modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            modules.add(node.module.split(".")[0])
-    assert modules <= {"__future__", "itertools", "math", "numpy", "plotly"}, modules
 
 
 def test_colorscales_are_valid_plotly_stops():

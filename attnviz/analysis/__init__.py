@@ -5,16 +5,19 @@ model, and never mutates its input; `runner.score_model` takes any object with `
 """
 
 from attnviz.analysis.items import (
+    FORMATS,
     PRONOUNS,
     ConlluSentence,
     ProbeItem,
     conllu_items,
     parse_conllu,
     parse_conllu_sentences,
+    parse_items,
     parse_probes,
     parse_winobias,
     read_conllu,
     read_conllu_sentences,
+    read_items,
     read_probes,
     read_winobias,
 )
@@ -43,6 +46,7 @@ from attnviz.analysis.scoring import (
 
 __all__ = [
     "DIRECTIONS",
+    "FORMATS",
     "PRONOUNS",
     "Baseline",
     "BestHead",
@@ -54,6 +58,7 @@ __all__ = [
     "conllu_items",
     "parse_conllu",
     "parse_conllu_sentences",
+    "parse_items",
     "parse_probes",
     "parse_winobias",
     "predictions",
@@ -63,6 +68,7 @@ __all__ = [
     "rank_heads",
     "read_conllu",
     "read_conllu_sentences",
+    "read_items",
     "read_probes",
     "read_winobias",
     "score_items",

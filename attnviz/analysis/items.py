@@ -317,3 +317,24 @@ def parse_winobias(text: str | bytes, name: str = "<winobias>") -> list[ProbeIte
 
 def read_winobias(path: str | PathLike) -> list[ProbeItem]:
     return parse_winobias(_read(path), name=str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Any of the three formats by name (the CLI reads files, the Head Finder page uploaded bytes)
+
+FORMATS = ("probes", "conllu", "winobias")
+
+
+def parse_items(kind: str, text: str | bytes, name: str, sep: str = " ") -> list[ProbeItem]:
+    """Items of a probe JSONL, CoNLL-U (`sep` joins its words) or WinoBias text."""
+    if kind == "probes":
+        return parse_probes(text, name=name)
+    if kind == "conllu":
+        return parse_conllu(text, sep=sep, name=name)
+    if kind == "winobias":
+        return parse_winobias(text, name=name)
+    raise ValueError(f"unknown item format {kind!r}; known: {', '.join(FORMATS)}")
+
+
+def read_items(kind: str, path: str | PathLike, sep: str = " ") -> list[ProbeItem]:
+    return parse_items(kind, _read(path), str(path), sep)

@@ -23,8 +23,13 @@ def attention_view(trace: AttentionTrace, level: str = "token", hide_special: bo
     drop out. hide_special (token level): drop [CLS]/[SEP]/BOS rows and columns and renormalise rows,
     so a row shows how the remaining weight is shared among real tokens."""
     if level == "word":
-        words = word_attention_matrix(trace.attentions, trace.word_of_token, len(trace.words))
-        return AttentionView(words.astype(np.float32), list(trace.words), "word")
+        # Only words that kept a token: after truncation the rest of a long text has none, and a
+        # words x words grid over all of them could need gigabytes.
+        kept = sorted({w for w in trace.word_of_token if w is not None})
+        index = {w: k for k, w in enumerate(kept)}
+        word_of_token = [None if w is None else index[w] for w in trace.word_of_token]
+        words = word_attention_matrix(trace.attentions, word_of_token, len(kept))
+        return AttentionView(words.astype(np.float32), [trace.words[w] for w in kept], "word")
     if level != "token":
         raise ValueError(f"level must be 'token' or 'word', got {level!r}")
     attentions, labels = trace.attentions, list(trace.tokens)

@@ -7,8 +7,8 @@ import logging
 import torch
 
 from attnviz.loaded import LoadedModel, ModelInfo
-from attnviz.loading.offline import offline_path
 from attnviz.loading.registry import CONVERTERS, converter_for
+from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -24,12 +24,6 @@ def pick_device(device: str | None = None) -> str:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
-
-
-def resolve_source(source: str) -> str:
-    """A hub id that ships in an installed package loads from there (no network needed)."""
-    local = offline_path(source)
-    return str(local) if local is not None else source
 
 
 def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None) -> LoadedModel:
@@ -52,20 +46,8 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     config = module.config
     device = pick_device(device)
     module = module.to(device=device, dtype=torch_dtype).eval()
-    info = ModelInfo(
-        name=source,
-        path=checkpoint.path,
-        model_type=checkpoint.config["model_type"],
-        n_layers=config.n_layers,
-        n_heads=config.n_heads,
-        n_kv_heads=config.kv_heads,
-        attention_kind=config.attention_kind,
-        n_parameters=sum(p.numel() for p in module.parameters()),
-        device=device,
-        dtype=str(torch_dtype).removeprefix("torch."),
-        max_tokens=_token_limit(max_tokens, config, checkpoint),
-        causal=config.causal,
-    )
+    info = ModelInfo.describe(module, source, checkpoint.path, checkpoint.config["model_type"],
+                              _token_limit(max_tokens, config, checkpoint))
     progress("ready")
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
 
@@ -109,4 +91,4 @@ def _token_limit(max_tokens: int, config, checkpoint) -> int:
     return min(limits)
 
 
-__all__ = ["load", "build_module", "estimate_bytes", "pick_device", "resolve_source", "CONVERTERS"]
+__all__ = ["load", "build_module", "estimate_bytes", "is_local_path", "pick_device", "resolve_source", "CONVERTERS"]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from attnviz.config import ModelConfig
+from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
-
-_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh"}
 
 
 def bert_config(hf: dict) -> ModelConfig:
@@ -20,7 +19,7 @@ def bert_config(hf: dict) -> ModelConfig:
         n_heads=hf["num_attention_heads"],
         d_ff=hf["intermediate_size"],
         norm_eps=hf.get("layer_norm_eps", 1e-12),
-        activation=_activation(hf.get("hidden_act", "gelu")),
+        activation=activation(hf.get("hidden_act", "gelu")),
         max_positions=hf["max_position_embeddings"],
         type_vocab_size=hf.get("type_vocab_size", 2),
         # HF's create_position_ids_from_input_ids: positions start at padding_idx + 1.
@@ -28,12 +27,6 @@ def bert_config(hf: dict) -> ModelConfig:
         pad_token_id=hf.get("pad_token_id"),
         embedding_norm=True,
     )
-
-
-def _activation(name: str) -> str:
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"activation {name!r} is not supported; supported: {sorted(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]
 
 
 def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
@@ -58,7 +51,7 @@ def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
             w.move(f"{hf_layer}output.dense.{p}", f"{ours}mlp.down_proj.{p}")
             w.move(f"{hf_layer}output.LayerNorm.{p}", f"{ours}mlp_norm.{p}")
     # Task heads and buffers the attention view does not use.
-    w.ignore(r"(bert\.|roberta\.)?(pooler\..*|embeddings\.position_ids)")
+    w.ignore(r"(bert\.|roberta\.)?(pooler\..*|embeddings\.(position_ids|token_type_ids))")
     w.ignore(r"(cls|lm_head|classifier|qa_outputs)\..*")
     return w.finish(model)
 

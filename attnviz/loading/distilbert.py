@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attnviz.config import ModelConfig
-from attnviz.loading.bert import _activation
+from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 
 
@@ -16,7 +16,7 @@ def distilbert_config(hf: dict) -> ModelConfig:
         n_heads=hf["n_heads"],
         d_ff=hf["hidden_dim"],
         norm_eps=1e-12,  # hard-coded in HF's DistilBERT
-        activation=_activation(hf.get("activation", "gelu")),
+        activation=activation(hf.get("activation", "gelu")),
         max_positions=hf["max_position_embeddings"],
         pad_token_id=hf.get("pad_token_id"),
         embedding_norm=True,

@@ -7,7 +7,7 @@ fused c_attn is concat(q, k, v) along its output dimension.
 from __future__ import annotations
 
 from attnviz.config import ModelConfig
-from attnviz.loading.bert import _activation
+from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 
 
@@ -27,7 +27,7 @@ def gpt2_config(hf: dict) -> ModelConfig:
         causal=True,
         norm_eps=hf.get("layer_norm_epsilon", 1e-5),
         pre_norm=True,
-        activation=_activation(hf.get("activation_function", "gelu_new")),
+        activation=activation(hf.get("activation_function", "gelu_new")),
         max_positions=hf["n_positions"],
         lm_head=True,
         tie_word_embeddings=hf.get("tie_word_embeddings", True),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from attnviz.loading.sources import is_local_path
+
 log = logging.getLogger(__name__)
 
 # Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
@@ -50,7 +52,7 @@ def read_checkpoint(source: str, progress=None) -> Checkpoint:
         return _read_gguf(path, progress)
     if path.is_dir():
         return _read_directory(path, progress)
-    if source.startswith((".", "/", "~")) or path.suffix:
+    if is_local_path(source):
         raise FileNotFoundError(f"{source!r} is neither a model directory nor a .gguf file")
     return _read_directory(_download(source, progress), progress)
 
@@ -119,7 +121,6 @@ def _checkpoint(config: dict, tensors: dict, tokenizer, path: Path) -> Checkpoin
     return Checkpoint(config, tensors, backend, max_length, specials, str(path))
 
 
-
 def reference_model(path: str):
     """HF's own base model on the same weights, eager attention in float32: the parity reference."""
     from transformers import AutoModel
@@ -139,7 +140,6 @@ def reference_outputs(model, input_ids, attention_mask=None, token_type_ids=None
         kwargs["token_type_ids"] = token_type_ids
     out = model(input_ids=input_ids, output_attentions=True, **kwargs)
     return torch.stack(out.attentions), out.last_hidden_state
-
 
 
 def reference_tokenizer(path: str):

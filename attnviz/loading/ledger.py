@@ -14,9 +14,6 @@ class WeightLedger:
         self.prefix = prefix
         self.converted: dict[str, torch.Tensor] = {}
 
-    def has(self, key: str) -> bool:
-        return self.prefix + key in self._remaining
-
     def take(self, key: str) -> torch.Tensor:
         full = self.prefix + key
         if full not in self._remaining:

@@ -50,10 +50,5 @@ def random_model(config: ModelConfig | None = None, seed: int = 0, max_tokens: i
             if p.dim() > 1:  # wider than BERT's std 0.02, so untrained heads differ visibly
                 p.normal_(0.0, 0.05)
     module.eval()
-    info = ModelInfo(
-        name=RANDOM_MODEL_NAME, path="(random)", model_type="bert", n_layers=config.n_layers,
-        n_heads=config.n_heads, n_kv_heads=config.kv_heads, attention_kind=config.attention_kind,
-        n_parameters=sum(p.numel() for p in module.parameters()), device="cpu", dtype="float32",
-        max_tokens=min(max_tokens, config.max_positions), causal=False,
-    )
+    info = ModelInfo.describe(module, RANDOM_MODEL_NAME, "(random)", "bert", min(max_tokens, config.max_positions))
     return LoadedModel(module, byte_tokenizer(), info, {"pad_token": "[PAD]"})

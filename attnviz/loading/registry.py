@@ -20,6 +20,7 @@ class Converter(NamedTuple):
 CONVERTERS: dict[str, Converter] = {
     "bert": Converter(bert_config, convert_bert),
     "roberta": Converter(bert_config, convert_bert),
+    "xlm-roberta": Converter(bert_config, convert_bert),
     "distilbert": Converter(distilbert_config, convert_distilbert),
     "gpt2": Converter(gpt2_config, convert_gpt2),
     "llama": Converter(llama_config, convert_llama),

@@ -27,7 +27,11 @@ def restore_from_url() -> None:
     for key in QUERY_KEYS:
         if key in params:
             value = params[key]
-            st.session_state[f"url_{key}"] = int(value) if key in ("layer", "head") and value.isdigit() else value
+            if key in ("layer", "head"):  # a hand-edited link may hold anything: ignore what is not an index
+                if not value.isdigit():
+                    continue
+                value = int(value)
+            st.session_state[f"url_{key}"] = value
 
 
 def url_value(key: str, default=None):
@@ -80,9 +84,12 @@ def get_model(source: str):
         st.sidebar.error(t("model_failed", name=html.escape(source), error=html.escape(str(error))))
     default = models.default_model()
     if default != source and models.offline_path(default) is not None:
-        st.sidebar.info(t("offline_note", name=default))
-        return _load_with_progress(default), default
-    if models.allow_random_fallback() and models.offline_path(default) is None:
+        st.sidebar.info(t("fallback_note", name=default))
+        try:
+            return _load_with_progress(default), default
+        except Exception as error:  # a broken offline package: say so, then fall through
+            st.sidebar.error(t("model_failed", name=default, error=html.escape(str(error))))
+    if models.allow_random_fallback():
         st.sidebar.warning(t("random_warning"))
         return models.load_random_model(), RANDOM_MODEL_NAME
     return None, source
@@ -90,8 +97,9 @@ def get_model(source: str):
 
 def _load_with_progress(source: str):
     """Load (or reuse) a model, showing the loading stages in the sidebar only when it really loads."""
-    if models.cached_model(source) is not None:
-        return models.cached_model(source)
+    cached = models.cached_model(source)
+    if cached is not None:
+        return cached
     with st.sidebar.status(t("loading_model", name=source), expanded=True) as status:
         model = models.load_model(source, progress=lambda stage: status.write(stage))
         status.update(label=source, state="complete", expanded=False)
@@ -110,8 +118,16 @@ def model_facts(model) -> None:
         st.sidebar.caption(t("offline_note", name=info.name))
 
 
+# Widgets in the shared sidebar are new widgets on every page (Streamlit keys them by page), so their
+# values would reset on a page switch; re-assigning them at the top of each run keeps them.
+SHARED_WIDGETS = ("lang", "model_preset", "model_custom")
+
+
 def sidebar():
     """Language, model picker and model facts. Returns (model or None, source shown)."""
+    for key in SHARED_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     restore_from_url()
     language_switch()
     source = pick_model_source()

@@ -49,7 +49,14 @@ def render() -> None:
     input_notices(model, trace)
     token_chips(trace)
     level, hide_special, scale, palette = view_options(trace)
-    view = attention_view(trace, level, hide_special)
+    try:
+        view = attention_view(trace, level, hide_special)
+    except ValueError as error:  # e.g. nothing but special tokens left to show
+        st.warning(html.escape(str(error)))
+        return
+    if view.attentions.shape[-1] == 0:
+        st.warning(t("no_words"))
+        return
     highlight = token_focus(trace)
     model_view(view, trace, highlight, palette)
     layer, head = head_detail(model, view, trace, scale, palette)
@@ -108,7 +115,7 @@ def view_options(trace):
     level = cols[0].radio(t("level"), ["token", "word"], key="level", horizontal=True,
                           format_func=LEVEL_LABELS.get)
     hide_special = cols[1].toggle(t("hide_special"), key="hide_special",
-                                  disabled=level == "word" or not any(trace.special_mask))
+                                  disabled=level == "word" or all(trace.special_mask) or not any(trace.special_mask))
     scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True)
     palette = cols[3].selectbox(t("palette"), PALETTES, key="palette")
     return level, hide_special, scale, palette

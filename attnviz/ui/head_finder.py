@@ -9,16 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis import (
-    DIRECTIONS,
-    parse_conllu,
-    parse_probes,
-    parse_winobias,
-    predictions,
-    score_model,
-    to_json,
-    word_attention,
-)
+from attnviz.analysis import DIRECTIONS, parse_items, predictions, score_model, to_json, word_attention
 from attnviz.probe import builtin_items
 from attnviz.ui import models
 from attnviz.ui.common import sidebar, t
@@ -44,7 +35,7 @@ def render() -> None:
     items, items_key = choose_items()
     if not items:
         return
-    relations = sorted({item.relation for item in items}, key=[i.relation for i in items].index)
+    relations = list(dict.fromkeys(item.relation for item in items))
     relation = st.selectbox(t("relation"), relations, key="finder_relation")
     chosen = [item for item in items if item.relation == relation]
     st.caption(f"{len(chosen)} items · {len({i.text for i in chosen})} sentences")
@@ -53,7 +44,7 @@ def render() -> None:
         st.session_state["finder_result"] = (result_key, score(model, source, chosen, relation))
     stored = st.session_state.get("finder_result")
     if stored and stored[0] == result_key:
-        show_scores(model, stored[1], chosen, relation)
+        show_scores(model, stored[1], chosen, relation, result_key)
     own_sentence(source)
 
 
@@ -66,7 +57,8 @@ def choose_items():
             spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), format_func=BUILTIN_SETS.get,
                                 key="finder_builtin")
             return builtin_items(spec), spec
-        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func=lambda k: PARSERS[k][0], key="finder_kind")
+        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func=lambda k: PARSERS[k][0],
+                            key="finder_kind")
         unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
         upload = st.file_uploader(t("upload"), type=PARSERS[kind][1], key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
@@ -74,21 +66,13 @@ def choose_items():
         if upload is None:
             return [], None
         data = upload.getvalue()
-        items = parse_upload(kind, data, upload.name, "" if unspaced else " ")
+        items = parse_items(kind, data, upload.name, "" if unspaced else " ")
         if not items:
             st.info(t("no_items"))
         return items, f"{kind}:{hashlib.sha1(data).hexdigest()}:{unspaced}"
     except ValueError as error:  # malformed input names the line
         st.error(t("bad_file", error=html.escape(str(error))))
         return [], None
-
-
-def parse_upload(kind: str, data: bytes, name: str, sep: str):
-    if kind == "probes":
-        return parse_probes(data, name=name)
-    if kind == "conllu":
-        return parse_conllu(data, sep=sep, name=name)
-    return parse_winobias(data, name=name)
 
 
 def score(model, source: str, items, relation: str) -> dict:
@@ -99,7 +83,7 @@ def score(model, source: str, items, relation: str) -> dict:
     return to_json(source, scores)["relations"][relation]
 
 
-def show_scores(model, block: dict, items, relation: str) -> None:
+def show_scores(model, block: dict, items, relation: str, result_key: str) -> None:
     direction_names = {"source_to_target": t("direction_s2t"), "target_to_source": t("direction_t2s")}
     cols = st.columns(2)
     for col, direction in zip(cols, DIRECTIONS):
@@ -124,18 +108,26 @@ def show_scores(model, block: dict, items, relation: str) -> None:
     st.caption(f"n = {block['n']}, skipped = {block['n_skipped']}")
     best = block["best"]["source_to_target"]
     if best:
-        examples_for_head(model, items, best["layer"], best["head"])
+        examples_for_head(model, items, best["layer"], best["head"], result_key)
 
 
-def examples_for_head(model, items, default_layer: int, default_head: int) -> None:
+def example_traces(model, pool, result_key: str):
+    """Traces of the example pool, run once per scoring result (not on every rerun of the page)."""
+    stored = st.session_state.get("finder_examples")
+    if not stored or stored[0] != result_key:
+        stored = (result_key, model.run_batch([item.text for item in pool]))
+        st.session_state["finder_examples"] = stored
+    return stored[1]
+
+
+def examples_for_head(model, items, default_layer: int, default_head: int, result_key: str) -> None:
     cols = st.columns(2)
     layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, default_layer, key="finder_layer")
     head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, default_head, key="finder_head")
     st.markdown(f"**{t('examples_for_head', layer=layer, head=head)}**")
     pool = items[:EXAMPLE_POOL]
-    traces = model.run_batch([item.text for item in pool])
     shown = {True: 0, False: 0}
-    for item, trace in zip(pool, traces):
+    for index, (item, trace) in enumerate(zip(pool, example_traces(model, pool, result_key))):
         weights = word_attention(trace, item.word_spans)[layer, head]  # n, n
         guess = int(predictions(weights[None, None])[0, 0, item.source])
         right = guess == item.target
@@ -147,7 +139,7 @@ def examples_for_head(model, items, default_layer: int, default_head: int) -> No
         guessed = words[guess] if guess >= 0 else "-"
         with st.expander(f"{'✅' if right else '❌'} {verdict}: {words[item.source]} → {words[item.target]} "
                          f"(head: {guessed}) · {' '.join(words)[:80]}"):
-            st.plotly_chart(plots.head_heatmap(weights, words, words), key=f"example_{item.id}_{layer}_{head}")
+            st.plotly_chart(plots.head_heatmap(weights, words, words), key=f"example_{index}_{layer}_{head}")
         if min(shown.values()) >= EXAMPLES_SHOWN:
             break
 

@@ -9,7 +9,7 @@ import threading
 import streamlit as st
 
 import attnviz
-from attnviz.loading import estimate_bytes, resolve_source
+from attnviz.loading import estimate_bytes, is_local_path, resolve_source
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
 
@@ -46,17 +46,13 @@ def available_memory() -> int:
     return psutil.virtual_memory().available
 
 
-def is_hub_id(source: str) -> bool:
-    return resolve_source(source) == source and not os.path.exists(os.path.expanduser(source))
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def memory_problem(source: str) -> tuple[float, float] | None:
     """(needed GB, free GB) when a hub model is estimated not to fit, from its config.json alone, before
     downloading any weights. Raises OSError when the hub cannot be reached (reported by the caller)."""
     from attnviz.loading import hf
 
-    if not is_hub_id(source):
+    if is_local_path(resolve_source(source)):
         return None  # already on disk: its size is the user's choice
     need = estimate_bytes(hf.read_config(source))
     free = available_memory()
@@ -68,10 +64,10 @@ MAX_MODELS = 2  # models kept in memory at once, across sessions
 
 @st.cache_resource(show_spinner=False)
 def _model_store() -> dict:
-    """Loaded models shared by every session, with a lock so two sessions never load the same one twice.
-    A plain dict in st.cache_resource (rather than caching `load` itself) lets the page show loading
-    stages only when a load really happens."""
-    return {"models": {}, "lock": threading.Lock()}
+    """Loaded models shared by every session. A plain dict in st.cache_resource (rather than caching
+    `load` itself) lets the page show loading stages only when a load really happens. One lock per
+    source: a long download of one model never blocks sessions using another."""
+    return {"models": {}, "locks": {}, "guard": threading.Lock()}
 
 
 def cached_model(source: str):
@@ -81,13 +77,20 @@ def cached_model(source: str):
 def load_model(source: str, progress=None):
     """The model for `source`, loaded once; `progress(stage)` hears the stages of a real load."""
     store = _model_store()
-    with store["lock"]:
-        loaded = store["models"]
-        if source not in loaded:
-            while len(loaded) >= MAX_MODELS:
-                loaded.pop(next(iter(loaded)))  # the oldest goes first
-            loaded[source] = attnviz.load(source, max_tokens=MAX_TOKENS, progress=progress)
-        return loaded[source]
+    model = store["models"].get(source)
+    if model is not None:
+        return model
+    with store["guard"]:
+        lock = store["locks"].setdefault(source, threading.Lock())
+    with lock:  # a second session asking for the same model waits for the first load
+        model = store["models"].get(source)
+        if model is None:
+            model = attnviz.load(source, max_tokens=MAX_TOKENS, progress=progress)
+            with store["guard"]:
+                while len(store["models"]) >= MAX_MODELS:
+                    store["models"].pop(next(iter(store["models"])))  # the oldest goes first
+                store["models"][source] = model
+        return model
 
 
 @st.cache_resource(show_spinner=False)
@@ -100,8 +103,8 @@ def allow_random_fallback() -> bool:
     return os.environ.get("CI", "").lower() not in ("1", "true")
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(max_entries=8, show_spinner=False)
 def run_text(source: str, text: str, text_pair: str | None):
-    """The trace of one text. Bounded: a 512-token trace of a 30-layer model is ~280 MB."""
+    """The trace of one text. Few entries: a 512-token trace of a 30-layer, 9-head model is ~280 MB."""
     model = load_random_model() if source == RANDOM_MODEL_NAME else load_model(source)
     return model.run(text, text_pair)

@@ -13,7 +13,6 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "真实预训练 Transformer 的每一层、每一个头，由 attnviz 自己从零实现的多头注意力计算，"
               "并与 Hugging Face 对齐到 1e-5。",
     },
-    "language": {"en": "Language / 语言", "zh": "Language / 语言"},
     "model": {"en": "Model", "zh": "模型"},
     "model_preset": {"en": "Preset", "zh": "预设模型"},
     "model_custom": {"en": "Other: hub id, local folder or .gguf path", "zh": "其他：Hub ID、本地目录或 .gguf 路径"},
@@ -24,9 +23,12 @@ STRINGS: dict[str, dict[str, str]] = {
     "loading_model": {"en": "Loading {name}", "zh": "正在加载 {name}"},
     "model_failed": {"en": "Could not load {name}: {error}", "zh": "无法加载 {name}：{error}"},
     "offline_note": {
-        "en": "No route to the model hub here: showing {name}, a real pretrained model installed from the "
-              "package index.",
-        "zh": "无法连接模型 Hub：正在显示 {name}，这是从软件包索引安装的真实预训练模型。",
+        "en": "{name} is loaded from its package-index copy: real pretrained weights, no model hub needed.",
+        "zh": "{name} 从软件包索引中的副本加载：真实预训练权重，无需连接模型 Hub。",
+    },
+    "fallback_note": {
+        "en": "Showing {name} instead, a pretrained model installed from the package index.",
+        "zh": "改为显示 {name}，这是从软件包索引安装的预训练模型。",
     },
     "random_warning": {
         "en": "No pretrained model could be loaded: falling back to a random model. Install the offline "
@@ -66,7 +68,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "{share:.0%} 的词元是未知词（{unk}）：该词表不覆盖这种文字。请尝试 {suggestion}。",
     },
     "tokens": {"en": "Tokens", "zh": "词元"},
-    "view": {"en": "View", "zh": "视图"},
+    "no_words": {"en": "The text has no words to show at word level.", "zh": "该文本在词粒度下没有可显示的词。"},
     "level": {"en": "Level", "zh": "粒度"},
     "hide_special": {"en": "Hide special tokens (rows renormalised)", "zh": "隐藏特殊词元（行重新归一化）"},
     "scale": {"en": "Colour scale", "zh": "颜色刻度"},
@@ -118,7 +120,6 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "最大 |Δ 注意力| = {attn:.1e}（上限 1e-5），最大 |Δ 隐状态| = {hidden:.1e}（上限 1e-4），共 {n} 个词元",
     },
     "parity_failed": {"en": "Parity check unavailable: {error}", "zh": "无法进行对比：{error}"},
-    "export": {"en": "Export", "zh": "导出"},
     "download_npz": {"en": "Trace (NPZ, full precision)", "zh": "完整数据（NPZ，全精度）"},
     "download_json": {"en": "Trace (JSON, 4 decimals)", "zh": "完整数据（JSON，4 位小数）"},
     "download_csv": {"en": "This head (CSV)", "zh": "当前头（CSV）"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.analysis import rank_heads
-from attnviz.ui.strings import translate
+from attnviz.ui.common import t
 
 TOP_HEADS_SHOWN = 10
 
@@ -13,27 +13,26 @@ TOP_HEADS_SHOWN = 10
 def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     """Pick a source and a target word of the trace; show every head ranked by word-level attention from
     source to target (DESIGN.md word rule). Returns the full ranking ([] until two words are chosen)."""
-    lang = st.session_state.get("lang", "en")
     words = trace.words
     if len(words) < 2:
         return []
     label = lambda i: f"{i}: {words[i]}"  # noqa: E731
     cols = st.columns(2)
-    source = cols[0].selectbox(translate(lang, "source_word"), range(len(words)), format_func=label,
+    source = cols[0].selectbox(t("source_word"), range(len(words)), format_func=label,
                                key=f"{key_prefix}_source", index=None)
-    target = cols[1].selectbox(translate(lang, "target_word"), range(len(words)), format_func=label,
+    target = cols[1].selectbox(t("target_word"), range(len(words)), format_func=label,
                                key=f"{key_prefix}_target", index=None)
     if source is None or target is None:
         return []
     if source == target:
-        st.info(translate(lang, "same_word"))
+        st.info(t("same_word"))
         return []
     try:
         ranking = rank_heads(trace, source, target)
     except ValueError as error:  # a word lost to truncation has no token
         st.warning(str(error))
         return []
-    st.markdown(translate(lang, "top_heads", source=_md_escape(words[source]), target=_md_escape(words[target])))
+    st.markdown(t("top_heads", source=_md_escape(words[source]), target=_md_escape(words[target])))
     st.dataframe(
         {"layer": [r[0] for r in ranking[:TOP_HEADS_SHOWN]], "head": [r[1] for r in ranking[:TOP_HEADS_SHOWN]],
          "attention": [round(r[2], 4) for r in ranking[:TOP_HEADS_SHOWN]]},
