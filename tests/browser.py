@@ -25,13 +25,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 120.0):
+def streamlit_server(timeout: float = 120.0, app: Path = ROOT / "app.py"):
     """Run `streamlit run app.py` on a free port until the block ends; yields the base URL."""
     port = free_port()
     artifacts = ROOT / "artifacts"
     log = open(artifacts / f"streamlit-{port}.log", "w") if artifacts.is_dir() else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
+        [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless=true",
          f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

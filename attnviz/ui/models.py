@@ -7,6 +7,7 @@ import os
 import threading
 
 import streamlit as st
+import torch
 
 import attnviz
 from attnviz.loading import estimate_bytes, is_local_path, resolve_source
@@ -14,6 +15,11 @@ from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
 
 log = logging.getLogger(__name__)
+
+# Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
+# every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
+# page redrew (measured with benchmarks/bench_explore.py).
+torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
 
 PRESETS = [
     "sentence-transformers/all-MiniLM-L6-v2",
