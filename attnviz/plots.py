@@ -244,7 +244,7 @@ def model_view(
         z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=scale, hoverongaps=False,
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
         colorbar={"title": "attention", "tickvals": [v * MOSAIC_LEVELS for v in ticks],
-                  "ticktext": [f"{v:g}" for v in ticks]},
+                  "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300, "yanchor": "top", "y": 1},
     ))
     layer_ticks = [y[k * (t + 1) + t // 2] for k in range(n_layers + 1)]
     head_ticks = [x[k * (s + 1) + s // 2] for k in range(n_heads + 1)]
@@ -254,9 +254,10 @@ def model_view(
             cols = [k for k, h in enumerate(order) if kv_group[h] == g]
             x0, x1 = cols[0] * (s + 1) - 0.5, cols[-1] * (s + 1) + s - 0.5
             color = GROUP_COLORS[g_index % len(GROUP_COLORS)]
-            shapes.append(_rect(x0, x1, 1.01, 1.045, yref="paper", fillcolor=color, name=f"kv{g}",
-                                line={"width": 0}))
-            annotations.append({"x": (x0 + x1) / 2, "y": 1.0275, "xref": "x", "yref": "paper",
+            # Pixel-sized bands just above the plot area, whatever the figure's height.
+            shapes.append(_rect(x0, x1, 4, 18, yref="paper", fillcolor=color, name=f"kv{g}", line={"width": 0},
+                                ysizemode="pixel", yanchor=1))
+            annotations.append({"x": (x0 + x1) / 2, "y": 1, "xref": "x", "yref": "paper", "yshift": 28,
                                 "text": f"kv{g}", "showarrow": False, "font": {"size": 10}})
     for layer, head in highlight or []:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
@@ -273,14 +274,21 @@ def model_view(
         mode="markers", name="select a head",
         marker={"size": 14, "opacity": 0}, hoverinfo="none", showlegend=False,
     ))
-    cell = min(12.0, 900 / len(x))  # px per cell when the plot is ~900 px wide (cells are square)
+    # Wide mosaics get square cells (their height follows a ~900 px width). Tall ones (many layers, few
+    # heads: SmolLM2 has 30 x 9) would leave a square-cell plot narrow and centred in a tall figure, so
+    # their cells stretch to the width and the height is capped.
+    square = len(y) <= len(x)
+    cell = min(12.0, 900 / len(x)) if square else 4.0
+    yaxis_scale = {"scaleanchor": "x", "constrain": "domain"} if square else {}
     fig.update_layout(
         shapes=shapes, annotations=annotations,
-        height=int(min(3000, max(320, cell * len(y) + 140))),
+        height=int(min(2400, max(320, cell * len(y) + 140))),
         margin={"t": 70 if mark_groups else 40, "l": 60, "r": 20, "b": 50},
-        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_names, "showgrid": False},
+        # Fixed ranges: the pick points' markers would otherwise pad the autorange with empty space.
+        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_names, "showgrid": False,
+               "range": [-0.5, len(x) - 0.5]},
         yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_names, "showgrid": False,
-               "autorange": "reversed", "scaleanchor": "x", "constrain": "domain"},
+               "range": [len(y) - 0.5, -0.5], **yaxis_scale},
         meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
               "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP},
     )

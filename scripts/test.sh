@@ -2,9 +2,12 @@
 # Set up everything the tests need (system Chromium included) and run lint + the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Debian's Chromium drives the browser test; the CJK font lets its screenshots show Chinese text.
-if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "noto sans cjk"; then
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk
+# Debian's Chromium drives the browser test; the CJK and emoji fonts let its screenshots show Chinese
+# text and emoji; python3-venv is what stock Debian needs for `python3 -m venv`.
+if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "noto sans cjk" \
+   || ! fc-list 2>/dev/null | grep -qi "noto color emoji" || ! python3 -m venv --help >/dev/null 2>&1; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk fonts-noto-color-emoji python3-venv
 fi
 bash scripts/setup.sh --dev
 .venv/bin/ruff check .
