@@ -204,3 +204,17 @@ def test_parity_badge_reports_the_difference(app):
     app.button(key="parity").click().run()
     assert_clean(app)
     assert any("max |Δ attention|" in s.value and "bound 1e-5" in s.value for s in app.success)
+
+
+def test_learn_page_runs_the_real_module_for_each_variant():
+    at = AppTest.from_file(str(ROOT / "pages" / "2_Learn.py"), default_timeout=TIMEOUT).run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["variant"][0] == "MHA" and table["attn"][0] == "(2, 8, 10, 10)"
+    at.select_slider(key="learn_kv_heads").set_value(2).run()
+    table = at.dataframe[0].value
+    assert table["variant"][0] == "GQA" and table["query head -> KV head"][0].startswith("0→0 1→0 2→0 3→0 4→1")
+    assert table["KV cache per token (floats)"][0] == 2 * 2 * 64
+    at.select_slider(key="learn_kv_heads").set_value(1).run()
+    assert at.dataframe[0].value["variant"][0] == "MQA"
+    assert MINILM in at.dataframe[1].value.columns  # the loaded model beside the original Transformer

@@ -153,6 +153,38 @@ STRINGS: dict[str, dict[str, str]] = {
     "passing": {"en": "right", "zh": "正确"},
     "failing": {"en": "wrong", "zh": "错误"},
     "own_sentence": {"en": "On your own sentence", "zh": "在你自己的句子上"},
+    # Learn page
+    "learn_title": {"en": "Learn: how multi-head attention works", "zh": "学习：多头注意力如何工作"},
+    "learn_formulas": {"en": "The formulas", "zh": "公式"},
+    "learn_formulas_text": {
+        "en": "Each query token's row of softmax weights says how much of each key token's value it mixes in: "
+              "that row is what every heatmap in attnviz draws. M is the mask (0 where a token may look, a very "
+              "large negative number where it may not: the future, in a decoder). With H query heads and K "
+              "key/value heads, query head i reads KV head g(i).",
+        "zh": "每个查询词元的一行 softmax 权重表示它从每个键词元的值中取多少：attnviz 的每张热力图画的就是这一行。"
+              "M 是掩码（可以关注处为 0，不可关注处为极大的负数，例如解码器中的未来位置）。"
+              "有 H 个查询头和 K 个键/值头时，第 i 个查询头读取第 g(i) 个 KV 头。",
+    },
+    "learn_variants": {"en": "MHA, MQA and GQA: one class, run live", "zh": "MHA、MQA 与 GQA：同一个类，实时运行"},
+    "learn_variants_text": {
+        "en": "n_kv_heads = n_heads is multi-head attention (MHA), 1 is multi-query (MQA), anything between is "
+              "grouped-query (GQA). Fewer KV heads shrink the K/V projections and the KV cache a decoder keeps per "
+              "token; the attention map keeps one row per query head. The shapes above come from running "
+              "attnviz's MultiHeadAttention on a random (2, 10, d_model) input.",
+        "zh": "n_kv_heads = n_heads 为多头注意力（MHA），为 1 时为多查询注意力（MQA），"
+              "介于两者之间为分组查询注意力（GQA）。"
+              "KV 头越少，K/V 投影和解码器每个词元的 KV 缓存越小；注意力图仍然每个查询头一张。"
+              "上表的形状来自在随机 (2, 10, d_model) 输入上运行 attnviz 的 MultiHeadAttention。",
+    },
+    "learn_original": {"en": "The original Transformer beside the loaded model",
+                       "zh": "原始 Transformer 与当前模型对比"},
+    "learn_original_text": {
+        "en": "Vaswani et al. (2017), 'Attention Is All You Need', Table 3: an encoder-decoder with post-norm "
+              "blocks (norm after each residual, as BERT keeps); GPT-2 and Llama moved the norm before each block.",
+        "zh": "Vaswani 等（2017）《Attention Is All You Need》表 3：编码器-解码器结构，采用后归一化（残差之后归一化，"
+              "BERT 沿用）；GPT-2 和 Llama 将归一化移到每个子层之前。",
+    },
+    "learn_code": {"en": "The code that computes every view in attnviz", "zh": "attnviz 中计算所有视图的代码"},
     "no_items": {"en": "No items for this choice.", "zh": "该选择下没有数据。"},
 }
 

@@ -1,0 +1,8 @@
+"""Learn: the formulas, MHA vs MQA vs GQA run live, the original Transformer's configuration."""
+
+import streamlit as st
+
+from attnviz.ui.learn import render
+
+st.set_page_config(page_title="attnviz · Learn", page_icon="🔍", layout="wide")
+render()
