@@ -218,3 +218,18 @@ def test_learn_page_runs_the_real_module_for_each_variant():
     at.select_slider(key="learn_kv_heads").set_value(1).run()
     assert at.dataframe[0].value["variant"][0] == "MQA"
     assert MINILM in at.dataframe[1].value.columns  # the loaded model beside the original Transformer
+
+
+def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):
+    """No network here: an unknown hub id fails with a clear message, once, and the page keeps working
+    on the offline model (the failure is remembered, not retried on every rerun)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.text_input(key="model_custom").input("nobody/no-such-model-xyz").run()
+    assert_clean(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "Could not load nobody/no-such-model-xyz" in errors
+    assert chart(at, "model_view")["data"][0]["type"] == "heatmap"  # still drawn, on the fallback model
+    assert "nobody/no-such-model-xyz" in at.session_state["load_failures"]
+    at.text_input(key="text").input("Dogs bark.").run()  # a rerun does not try the hub again
+    assert_clean(at)
+    assert "Could not load nobody/no-such-model-xyz" in " ".join(e.value for e in at.error)

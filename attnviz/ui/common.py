@@ -73,15 +73,22 @@ def get_model(source: str):
     Falls back to a random model only when no pretrained model can be had at all, and says so."""
     if source == RANDOM_MODEL_NAME:  # chosen on purpose: untrained attention, for comparison
         return models.load_random_model(), source
-    try:
-        problem = models.memory_problem(source)
-        if problem is not None:
-            need, free = problem
-            st.sidebar.error(t("too_large", name=source, need=need, free=free))
-            return None, source
-        return _load_with_progress(source), source
-    except Exception as error:  # any loading failure is shown to the user; the page keeps working
-        st.sidebar.error(t("model_failed", name=html.escape(source), error=html.escape(str(error))))
+    # A failed source is not retried on every rerun (offline, each hub attempt costs ~12 s of timeouts)
+    # until the user asks to.
+    failures = st.session_state.setdefault("load_failures", {})
+    if source in failures and st.sidebar.button(t("retry"), key="retry_load"):
+        del failures[source]
+    if source not in failures:
+        try:
+            problem = models.memory_problem(source)
+            if problem is not None:
+                need, free = problem
+                st.sidebar.error(t("too_large", name=source, need=need, free=free))
+                return None, source
+            return _load_with_progress(source), source
+        except Exception as error:  # any loading failure is shown to the user; the page keeps working
+            failures[source] = t("model_failed", name=html.escape(source), error=html.escape(str(error)))
+    st.sidebar.error(failures[source])
     default = models.default_model()
     if default != source and models.offline_path(default) is not None:
         st.sidebar.info(t("fallback_note", name=default))

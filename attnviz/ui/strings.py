@@ -22,6 +22,7 @@ STRINGS: dict[str, dict[str, str]] = {
     },
     "loading_model": {"en": "Loading {name}", "zh": "正在加载 {name}"},
     "model_failed": {"en": "Could not load {name}: {error}", "zh": "无法加载 {name}：{error}"},
+    "retry": {"en": "Try loading it again", "zh": "重新尝试加载"},
     "offline_note": {
         "en": "{name} is loaded from its package-index copy: real pretrained weights, no model hub needed.",
         "zh": "{name} 从软件包索引中的副本加载：真实预训练权重，无需连接模型 Hub。",
