@@ -23,7 +23,7 @@ def text_of_length(model, n_tokens: int) -> str:
     low, high = 1, len(words)
     while low < high:  # the longest prefix of words that fits
         mid = (low + high + 1) // 2
-        if len(model.tokenizer.encode(" ".join(words[:mid])).ids) <= n_tokens:
+        if len(model.encode(" ".join(words[:mid])).ids) <= n_tokens:
             low = mid
         else:
             high = mid - 1
@@ -53,7 +53,7 @@ def bench(model, lengths=(16, 64, 256), repeats: int = 15, warmup: int = 3) -> l
         for _ in range(repeats):
             pairs.append((_timed(ours, text), _timed(theirs, text)))
         rows.append({
-            "tokens": len(model.tokenizer.encode(text).ids),
+            "tokens": len(model.encode(text).ids),
             "ours_ms": 1000 * statistics.median(p[0] for p in pairs),
             "hf_ms": 1000 * statistics.median(p[1] for p in pairs),
             "ratio": statistics.median(p[0] / p[1] for p in pairs),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from attnviz.analysis.scoring import self_attentions
 from attnviz.trace import AttentionTrace, is_punctuation
 
 POSITIONAL_SHARE = 0.9
@@ -84,9 +85,7 @@ def _positional(attentions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def _profile(attentions: np.ndarray, special: np.ndarray, punctuation: np.ndarray) -> HeadProfile:
-    attentions = np.asarray(attentions, dtype=np.float64)  # [L, H, T, T]
-    if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
-        raise ValueError(f"expected self-attention [L, H, T, T], got shape {attentions.shape}")
+    attentions = np.asarray(attentions, dtype=np.float64)  # [L, H, T, T], checked by self_attentions
     n_rows = attentions.shape[2]
     if n_rows == 0:
         raise ValueError("the trace has no tokens")
@@ -115,12 +114,12 @@ def _profile(attentions: np.ndarray, special: np.ndarray, punctuation: np.ndarra
 
 def profile_heads(trace: AttentionTrace) -> HeadProfile:
     """The profile of every head of a self-attention trace."""
-    return _profile(trace.attentions, special_tokens(trace), punctuation_tokens(trace))
+    return _profile(self_attentions(trace), special_tokens(trace), punctuation_tokens(trace))
 
 
 def profile_head(trace: AttentionTrace, layer: int, head: int) -> dict[str, float | int | bool]:
     """The statistics of one head, computed from that head's attention only."""
-    attentions = np.asarray(trace.attentions)
+    attentions = self_attentions(trace)
     if not (0 <= layer < attentions.shape[0] and 0 <= head < attentions.shape[1]):
         raise ValueError(f"no head ({layer}, {head}) in attentions of shape {attentions.shape}")
     attentions = attentions[layer : layer + 1, head : head + 1]  # [1, 1, T, T]

@@ -71,7 +71,8 @@ class RelationScore:
 # Word-level attention
 
 
-def _self_attentions(trace: AttentionTrace) -> np.ndarray:
+def self_attentions(trace: AttentionTrace) -> np.ndarray:
+    """The trace's attentions [L, H, T, T], checked to be self-attention over its own tokens."""
     attentions = np.asarray(trace.attentions)
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
         raise ValueError(f"expected self-attention [L, H, T, T], got shape {attentions.shape}")
@@ -123,7 +124,7 @@ def word_attention(
 ) -> np.ndarray:
     """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans)."""
     word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
-    return word_attention_matrix(_self_attentions(trace), word_of_token, n_words)
+    return word_attention_matrix(self_attentions(trace), word_of_token, n_words)
 
 
 def predictions(word_attn: np.ndarray) -> np.ndarray:
@@ -155,7 +156,7 @@ def rank_heads(
     cols = [t for t, w in enumerate(word_of_token) if w == target_word]
     if not rows or not cols:
         raise ValueError("the source or target word has no token (truncated?)")
-    attentions = _self_attentions(trace)
+    attentions = self_attentions(trace)
     block = np.asarray(attentions[:, :, rows][:, :, :, cols], dtype=np.float64)  # [L, H, |rows|, |cols|]
     weights = block.sum(axis=-1).mean(axis=-1)  # [L, H]
     order = np.argsort(-weights, axis=None, kind="stable")
@@ -202,7 +203,7 @@ class ScoreAccumulator:
             raise ValueError(f"traces disagree on (layers, heads): {self._shape} and {shape}")
 
     def add(self, trace: AttentionTrace, items: Iterable[ProbeItem]) -> None:
-        attentions = _self_attentions(trace)
+        attentions = self_attentions(trace)
         self._check_shape(attentions)
         cache: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, set[int]]] = {}
         for item in items:

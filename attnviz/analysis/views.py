@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.analysis.profile import special_tokens
 from attnviz.analysis.scoring import word_attention_matrix
 from attnviz.trace import AttentionTrace
 
@@ -33,8 +34,9 @@ def attention_view(trace: AttentionTrace, level: str = "token", hide_special: bo
     if level != "token":
         raise ValueError(f"level must be 'token' or 'word', got {level!r}")
     attentions, labels = trace.attentions, list(trace.tokens)
-    if hide_special and any(trace.special_mask):
-        keep = np.flatnonzero(~np.asarray(trace.special_mask, dtype=bool))
+    special = special_tokens(trace)
+    if hide_special and special.any():
+        keep = np.flatnonzero(~special)
         if keep.size == 0:
             raise ValueError("the input has only special tokens")
         kept = attentions[:, :, keep][:, :, :, keep]

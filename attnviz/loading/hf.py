@@ -8,15 +8,12 @@ Rust backend (`tokenizers.Tokenizer`), so running our model needs no transformer
 from __future__ import annotations
 
 import inspect
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from attnviz.loading.sources import is_local_path
-
-log = logging.getLogger(__name__)
 
 # Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken", "merges.txt"]
@@ -72,7 +69,7 @@ def _download(repo_id: str, progress) -> Path:
 
 def _read_directory(path: Path, progress) -> Checkpoint:
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     files = sorted(path.glob("*.safetensors"))
     if not files:
@@ -82,30 +79,28 @@ def _read_directory(path: Path, progress) -> Checkpoint:
             + (f" (only {', '.join(pickles)}: pickled weights are never loaded)" if pickles else "")
         )
     progress("reading config")
-    config = AutoConfig.from_pretrained(str(path), trust_remote_code=False).to_dict()
+    config = _from_pretrained(AutoConfig, path, trust_remote_code=False).to_dict()
     progress("reading weights")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
         tensors.update(load_file(str(file)))
     progress("reading tokenizer")
-    tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
-    return _checkpoint(config, tensors, tokenizer, path)
+    return _checkpoint(config, tensors, reference_tokenizer(path), path)
 
 
 def _read_gguf(path: Path, progress) -> Checkpoint:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     progress("reading GGUF config")
-    hf_config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    hf_config = _from_pretrained(AutoConfig, path)
     # transformers maps GGUF tensor names through a model skeleton; "meta" allocates no memory.
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(hf_config)
     progress("dequantizing GGUF weights")
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
     progress("reading tokenizer")
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    return _checkpoint(hf_config.to_dict(), tensors, tokenizer, path)
+    return _checkpoint(hf_config.to_dict(), tensors, reference_tokenizer(path), path)
 
 
 def _checkpoint(config: dict, tensors: dict, tokenizer, path: Path) -> Checkpoint:
@@ -125,11 +120,10 @@ def reference_model(path: str):
     """HF's own base model on the same weights, eager attention in float32: the parity reference."""
     from transformers import AutoModel
 
-    kwargs = {"attn_implementation": "eager", "dtype": torch.float32}
-    p = Path(path)
-    if p.suffix == ".gguf":
-        return AutoModel.from_pretrained(str(p.parent), gguf_file=p.name, **kwargs).eval()
-    return AutoModel.from_pretrained(str(p), use_safetensors=True, trust_remote_code=False, **kwargs).eval()
+    safetensors = {} if Path(path).suffix == ".gguf" else {"use_safetensors": True}
+    return _from_pretrained(
+        AutoModel, path, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False, **safetensors
+    ).eval()
 
 
 @torch.inference_mode()
@@ -142,11 +136,17 @@ def reference_outputs(model, input_ids, attention_mask=None, token_type_ids=None
     return torch.stack(out.attentions), out.last_hidden_state
 
 
-def reference_tokenizer(path: str):
-    """HF's tokenizer for the same checkpoint (the benchmark's reference side tokenizes with it)."""
+def reference_tokenizer(path: str | Path):
+    """HF's tokenizer of a checkpoint: its Rust backend serves our runs, and the benchmark's HF side
+    tokenizes with it."""
     from transformers import AutoTokenizer
 
-    p = Path(path)
-    if p.suffix == ".gguf":
-        return AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-    return AutoTokenizer.from_pretrained(str(p))
+    return _from_pretrained(AutoTokenizer, path, trust_remote_code=False)
+
+
+def _from_pretrained(loader, path: str | Path, **kwargs):
+    """`loader.from_pretrained` on a local checkpoint: a folder, or a GGUF file given as folder + gguf_file."""
+    path = Path(path)
+    if path.suffix == ".gguf":
+        return loader.from_pretrained(str(path.parent), gguf_file=path.name, **kwargs)
+    return loader.from_pretrained(str(path), **kwargs)

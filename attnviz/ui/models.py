@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 
@@ -13,8 +12,6 @@ import attnviz
 from attnviz.loading import estimate_bytes, is_local_path, resolve_source
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
-
-log = logging.getLogger(__name__)
 
 # Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
 # every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
