@@ -128,6 +128,9 @@ def test_hostile_text_gives_a_message_or_a_view(app, text, message, level):
             assert raw not in figure
     for md in app.markdown:
         assert "<script>" not in md.value and "<b>bold" not in md.value
+        assert "&amp;lt;" not in md.value  # escaped once (shows "<"), not twice (shows "&lt;")
+    if "<b>" in text:
+        assert any("&lt;" in md.value for md in app.markdown)  # the chips show the "<" of the text
     app.session_state["level"] = "token"
 
 

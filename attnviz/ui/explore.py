@@ -99,7 +99,9 @@ def token_chips(trace) -> None:
     """Tokens as chips with their ids; every piece of text is escaped, so markup in the input stays text."""
     chips = []
     for token, token_id, special in zip(trace.tokens, trace.input_ids, trace.special_mask):
-        shown = html.escape(plots.escape_label(token)) if not special else html.escape(token)
+        # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
+        # escape_label's own entities (for plotly) would be escaped twice and show as "&lt;".
+        shown = html.escape(token if special or token.strip() else plots.escape_label(token))
         style = "background:#eee;color:#555" if special else "background:#e8f0fe"
         chips.append(
             f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
@@ -211,7 +213,7 @@ def next_token_predictions(model, trace) -> None:
     position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
                             format_func=lambda i: f"{i}: {trace.tokens[i]}", key="prediction_position")
     rows = model.next_tokens(trace, position)
-    st.dataframe({"token": [plots.escape_label(text) for text, _ in rows],
+    st.dataframe({"token": [text for text, _ in rows],  # a dataframe shows text as text
                   "probability": [round(p, 4) for _, p in rows]}, hide_index=True)
 
 
