@@ -1,7 +1,15 @@
-"""Shared fixtures. A missing model package or data folder FAILS the test (never a silent skip)."""
+"""Shared fixtures and the reference-data rule.
+
+A missing model package FAILS the test (require_offline). Reference data (UD treebanks, WinoBias,
+BLiMP: not part of the repository) is read from one folder, `$ATTNVIZ_DATA_DIR`, default
+`<repo>/../shared/data`. Where it is absent a test that needs it is skipped with the reason, and the
+run ends with one line counting them; where the environment variable `CI` is set it fails instead.
+Unit tests of the readers use the self-written files in tests/fixtures/ and always run.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,9 +18,21 @@ import attnviz
 from attnviz.loading.offline import install_hint, offline_path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+FIXTURES = ROOT / "tests" / "fixtures"
+DATA_ENV = "ATTNVIZ_DATA_DIR"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+_NOT_FOUND = "reference data not found"  # how the summary hook recognises these skips
+
+
+def reference_data_dir() -> Path:
+    """The reference-data folder: `$ATTNVIZ_DATA_DIR`, else `../shared/data` beside the repository."""
+    value = os.environ.get(DATA_ENV, "").strip()
+    return Path(value).expanduser().resolve() if value else ROOT.parent / "shared" / "data"
+
+
+SHARED_DATA = reference_data_dir()
+_absent: set[Path] = set()  # what this run looked for and did not find, for the summary line
 
 
 def require_offline(model_id: str) -> Path:
@@ -22,11 +42,32 @@ def require_offline(model_id: str) -> Path:
     return path
 
 
-def require_data(relative: str) -> Path:
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.fail(f"shared data {path} is missing")
-    return path
+def require_data(relative: str = "") -> Path:
+    """The path of `relative` inside the reference-data folder (the folder itself for ""). Skips the
+    test when it is absent, or fails it when `CI` is set."""
+    path = SHARED_DATA / relative if relative else SHARED_DATA
+    if path.exists():
+        return path
+    missing = path if SHARED_DATA.is_dir() else SHARED_DATA
+    reason = f"{_NOT_FOUND}: {missing} is absent (set {DATA_ENV})"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, so missing reference data is a failure")
+    _absent.add(missing)
+    pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter):
+    not_run = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and _NOT_FOUND in str(report.longrepr[-1])
+    ]
+    if not_run:
+        paths = ", ".join(str(path) for path in sorted(_absent)) or str(SHARED_DATA)
+        tests = "1 test that needs" if len(not_run) == 1 else f"{len(not_run)} tests that need"
+        terminalreporter.write_line(
+            f"{tests} the reference data were not run: {paths} absent (set {DATA_ENV})", yellow=True
+        )
 
 
 @pytest.fixture(scope="session")

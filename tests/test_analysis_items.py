@@ -1,4 +1,9 @@
-"""Probe items and their readers: JSONL, CoNLL-U (UD EWT and Chinese GSD), WinoBias."""
+"""Probe items and their readers: JSONL, CoNLL-U, WinoBias.
+
+Reader unit tests run on the self-written files in tests/fixtures/ with expected values worked out by
+hand. The tests marked "reference data" check the real files (UD EWT and Chinese GSD dev, WinoBias
+dev) in the reference-data folder: skipped where it is absent, failed where CI is set (conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -18,19 +23,14 @@ from attnviz.analysis.items import (
     read_probes,
     read_winobias,
 )
+from tests.conftest import FIXTURES, require_data
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-EWT = DATA / "ud" / "en_ewt-ud-dev.conllu"
-GSD = DATA / "ud" / "zh_gsdsimp-ud-dev.conllu"
-WINOBIAS = [
-    DATA / "winobias" / f"{kind}_stereotyped_type{n}.txt.dev" for kind in ("pro", "anti") for n in (1, 2)
-]
-
-
-def need(path: Path) -> Path:
-    # Reference data is part of the workspace: a missing file is a failure, not a skip.
-    assert path.is_file(), f"missing reference data {path}"
-    return path
+EN_FIXTURE = FIXTURES / "en_sample.conllu"
+ZH_FIXTURE = FIXTURES / "zh_sample.conllu"
+WINOBIAS_FIXTURE = FIXTURES / "winobias_sample.txt"
+EWT = "ud/en_ewt-ud-dev.conllu"
+GSD = "ud/zh_gsdsimp-ud-dev.conllu"
+WINOBIAS = [f"winobias/{kind}_stereotyped_type{n}.txt.dev" for kind in ("pro", "anti") for n in (1, 2)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,55 +117,78 @@ def raw_conllu_sentences(path: Path) -> list[list[list[str]]]:
     return sentences
 
 
-def test_ewt_sentences_and_arcs():
-    path = need(EWT)
-    sentences = read_conllu_sentences(path)
-    assert len(sentences) == 2001
-    items = read_conllu(path)
-    raw_rows = [row for sentence in raw_conllu_sentences(path) for row in sentence]
-    assert sum(row[7] == "nsubj" for row in raw_rows) == 1958  # the figure in shared/data/README.md
-    assert sum(item.relation == "nsubj" for item in items) == sum(row[7] == "nsubj" for row in raw_rows)
-    assert sum(item.relation == "nsubj:pass" for item in items) == sum(
-        row[7] == "nsubj:pass" for row in raw_rows
-    )
-    arcs = [row for row in raw_rows if row[0].isdigit() and row[6] != "0"]
-    assert len(items) == len(arcs)
-    for item, row in zip(items, arcs):
-        assert item.relation == row[7]
-        assert item.words[item.source] == row[1]
-        assert item.source == int(row[0]) - 1
-        assert item.target == int(row[6]) - 1
-        assert item.sep == " "
+EN_WORDS = [
+    ("The", "old", "bridge", "was", "repaired", "by", "the", "town", "last", "spring", "."),
+    ("My", "sister", "does", "n't", "like", "coffee", "."),
+    ("My", "little", "brother", "ordered", "soup", "and", "my", "sister", "salad", "."),
+]
+# (id, relation, source, target) of every head != 0 arc, worked out from the fixture by hand
+EN_ARCS = [
+    ("fixture-en-1/1", "det", 0, 2),
+    ("fixture-en-1/2", "amod", 1, 2),
+    ("fixture-en-1/3", "nsubj:pass", 2, 4),
+    ("fixture-en-1/4", "aux:pass", 3, 4),
+    ("fixture-en-1/6", "case", 5, 7),
+    ("fixture-en-1/7", "det", 6, 7),
+    ("fixture-en-1/8", "obl:agent", 7, 4),
+    ("fixture-en-1/9", "amod", 8, 9),
+    ("fixture-en-1/10", "obl:tmod", 9, 4),
+    ("fixture-en-1/11", "punct", 10, 4),
+    ("fixture-en-2/1", "nmod:poss", 0, 1),
+    ("fixture-en-2/2", "nsubj", 1, 4),
+    ("fixture-en-2/3", "aux", 2, 4),
+    ("fixture-en-2/4", "advmod", 3, 4),
+    ("fixture-en-2/6", "obj", 5, 4),
+    ("fixture-en-2/7", "punct", 6, 4),
+    ("fixture-en-3/1", "nmod:poss", 0, 2),
+    ("fixture-en-3/2", "amod", 1, 2),
+    ("fixture-en-3/3", "nsubj", 2, 3),
+    ("fixture-en-3/5", "obj", 4, 3),
+    ("fixture-en-3/6", "cc", 5, 7),
+    ("fixture-en-3/7", "nmod:poss", 6, 7),
+    ("fixture-en-3/8", "conj", 7, 3),
+    ("fixture-en-3/9", "orphan", 8, 7),
+    ("fixture-en-3/10", "punct", 9, 3),
+]
 
 
-def test_ewt_first_sentence_by_hand():
-    items = read_conllu(need(EWT))
-    first_id = items[0].id.rsplit("/", 1)[0]
-    first = [item for item in items if item.id.startswith(first_id + "/")]
-    words = first[0].words
-    raw = raw_conllu_sentences(EWT)[0]
-    assert list(words) == [row[1] for row in raw if row[0].isdigit()]
-    # every non-root word is the source of exactly one item
-    assert sorted(item.source for item in first) == [
-        int(r[0]) - 1 for r in raw if r[0].isdigit() and r[6] != "0"
-    ]
+def test_conllu_fixture_sentences():
+    sentences = read_conllu_sentences(EN_FIXTURE)
+    assert [s.id for s in sentences] == ["fixture-en-1", "fixture-en-2", "fixture-en-3"]
+    assert [s.words for s in sentences] == EN_WORDS
+    assert sentences[0].heads == (3, 3, 5, 5, 0, 8, 8, 5, 10, 5, 5)
+    assert sentences[0].deprels[2] == "nsubj:pass"  # subtypes are kept as written
+
+
+def test_conllu_fixture_items_by_hand():
+    items = read_conllu(EN_FIXTURE, lang="en")
+    assert [(i.id, i.relation, i.source, i.target) for i in items] == EN_ARCS
+    sentence_of = {f"fixture-en-{k + 1}": words for k, words in enumerate(EN_WORDS)}
+    for item in items:
+        assert item.words == sentence_of[item.id.rsplit("/", 1)[0]]
+        assert item.sep == " " and item.lang == "en"
+    assert items[0].text == "The old bridge was repaired by the town last spring ."
+    passive = items[2]
+    assert (passive.words[passive.source], passive.words[passive.target]) == ("bridge", "repaired")
 
 
 def test_multiword_ranges_are_skipped():
-    path = need(EWT)
-    raw = raw_conllu_sentences(path)
-    index = next(k for k, sentence in enumerate(raw) if any("-" in row[0] for row in sentence))
-    sentence = read_conllu_sentences(path)[index]
-    rows = raw[index]
-    syntactic = [row for row in rows if row[0].isdigit()]
-    ranges = [row for row in rows if "-" in row[0]]
-    assert len(sentence.words) == len(syntactic) == len(rows) - len(ranges)
-    assert list(sentence.words) == [row[1] for row in syntactic]
-    start, end = (int(x) for x in ranges[0][0].split("-"))
-    assert ranges[0][1] not in sentence.words[start - 1 : end]  # "don't" is read as "do" + "n't"
+    # fixture-en-2 has the range line "3-4 doesn't" over the syntactic words 3 "does" and 4 "n't"
+    raw = raw_conllu_sentences(EN_FIXTURE)[1]
+    assert [row[0] for row in raw] == ["1", "2", "3-4", "3", "4", "5", "6", "7"]
+    sentence = read_conllu_sentences(EN_FIXTURE)[1]
+    assert sentence.words == ("My", "sister", "does", "n't", "like", "coffee", ".")
+    assert "doesn't" not in sentence.words
+    assert sentence.heads == (2, 5, 5, 5, 0, 5, 5)
 
 
 def test_empty_nodes_are_skipped():
+    # fixture-en-3 has the empty node "8.1 ordered" (the elided verb), HEAD and DEPREL "_"
+    raw = raw_conllu_sentences(EN_FIXTURE)[2]
+    assert [row[0] for row in raw][7:10] == ["8", "8.1", "9"]
+    sentence = read_conllu_sentences(EN_FIXTURE)[2]
+    assert len(sentence.words) == 10 and sentence.words.count("ordered") == 1
+    assert sentence.heads == (3, 3, 4, 0, 4, 8, 8, 4, 8, 4)
     text = (
         "# sent_id = x\n"
         "1\tSue\tSue\tPROPN\t_\t_\t2\tnsubj\t_\t_\n"
@@ -183,8 +206,57 @@ def test_empty_nodes_are_skipped():
     assert items[0].words == ("Sue", "likes", "coffee", "tea")
 
 
+def test_sentence_without_sent_id_is_named_by_its_line():
+    text = "# text = Dogs bark\n1\tDogs\t_\t_\t_\t_\t2\tnsubj\t_\t_\n2\tbark\t_\t_\t_\t_\t0\troot\t_\t_\n"
+    assert [item.id for item in parse_conllu(text)] == ["line2/1"]
+
+
+def test_chinese_fixture_with_empty_separator():
+    items = read_conllu(ZH_FIXTURE, sep="")
+    assert [(i.id, i.relation, i.source, i.target) for i in items] == [
+        ("fixture-zh-1/1", "nsubj", 0, 1),
+        ("fixture-zh-1/3", "xcomp", 2, 1),
+        ("fixture-zh-1/4", "obj", 3, 2),
+        ("fixture-zh-1/5", "punct", 4, 1),
+        ("fixture-zh-2/1", "det", 0, 2),
+        ("fixture-zh-2/2", "clf", 1, 2),
+        ("fixture-zh-2/3", "nsubj", 2, 4),
+        ("fixture-zh-2/4", "advmod", 3, 4),
+        ("fixture-zh-2/6", "punct", 5, 4),
+    ]
+    first, second = items[0], items[4]
+    assert first.words == ("我", "喜欢", "喝", "茶", "。") and first.text == "我喜欢喝茶。"
+    assert second.text == "这本书很有意思。"
+    assert second.word_spans == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 7), (7, 8)]
+    assert read_conllu(ZH_FIXTURE)[0].text == "我 喜欢 喝 茶 。"  # the default separator is a space
+
+
+def test_ewt_sentences_and_arcs():
+    # reference data: the counts of UD English EWT dev (shared/data/README.md)
+    path = require_data(EWT)
+    sentences = read_conllu_sentences(path)
+    assert len(sentences) == 2001
+    items = read_conllu(path)
+    raw_rows = [row for sentence in raw_conllu_sentences(path) for row in sentence]
+    assert sum(row[7] == "nsubj" for row in raw_rows) == 1958  # the figure in shared/data/README.md
+    assert sum(item.relation == "nsubj" for item in items) == sum(row[7] == "nsubj" for row in raw_rows)
+    assert sum(item.relation == "nsubj:pass" for item in items) == sum(
+        row[7] == "nsubj:pass" for row in raw_rows
+    )
+    assert any("-" in row[0] for row in raw_rows) and any("." in row[0] for row in raw_rows)
+    arcs = [row for row in raw_rows if row[0].isdigit() and row[6] != "0"]
+    assert len(items) == len(arcs)
+    for item, row in zip(items, arcs):
+        assert item.relation == row[7]
+        assert item.words[item.source] == row[1]
+        assert item.source == int(row[0]) - 1
+        assert item.target == int(row[6]) - 1
+        assert item.sep == " "
+
+
 def test_chinese_gsd_with_empty_separator():
-    path = need(GSD)
+    # reference data: UD Chinese GSDSimp dev
+    path = require_data(GSD)
     assert len(read_conllu_sentences(path)) == 500
     items = read_conllu(path, sep="")
     assert len({item.id.rsplit("/", 1)[0] for item in items}) == 500
@@ -214,9 +286,39 @@ def test_malformed_conllu_names_its_line(bad, line):
 # WinoBias
 
 
-@pytest.mark.parametrize("path", WINOBIAS, ids=lambda p: p.name)
-def test_winobias_files(path):
-    items = read_winobias(need(path))
+def test_winobias_fixture_by_hand():
+    items = read_winobias(WINOBIAS_FIXTURE)
+    assert [item.id for item in items] == ["1", "2", "3", "4", "5"]
+    assert all(item.relation == "coreference" and item.lang == "en" for item in items)
+    nurse, driver, farmer, cashier, librarian = items
+
+    # a three-word antecedent: the target is its last word; "opinion." is "opinion", "."
+    assert nurse.words == tuple("The night nurse called the surgeon because she needed a second opinion .".split())
+    assert (nurse.source, nurse.target) == (7, 2)
+    assert nurse.text == "The night nurse called the surgeon because she needed a second opinion ."
+
+    # "[the delivery driver]," : the comma is a word of its own, outside the mention
+    assert driver.words[3:8] == ("the", "delivery", "driver", ",", "because")
+    assert (driver.source, driver.target) == (8, 5)
+    assert len(driver.words) == 12
+
+    # "[the old farmer] 's": leading punctuation stays on its word
+    assert farmer.words[5:8] == ("farmer", "'s", "coat")
+    assert (farmer.words[farmer.source], farmer.source, farmer.target) == ("he", 10, 5)
+
+    # a second pronoun of the same mention ("[her] keys"): the first pronoun is the source
+    assert (cashier.words[cashier.source], cashier.source, cashier.target) == ("she", 7, 2)
+    assert cashier.words[10] == "her"
+
+    # "the [ old librarian]": the space inside the bracket changes nothing; "[him]." gives "him", "."
+    assert librarian.words == tuple("The student asked the old librarian for help and thanked him .".split())
+    assert (librarian.source, librarian.target) == (10, 5)
+
+
+@pytest.mark.parametrize("name", WINOBIAS, ids=lambda name: name.rsplit("/", 1)[-1])
+def test_winobias_files(name):
+    # reference data: the four WinoBias dev files, 396 lines each
+    items = read_winobias(require_data(name))
     assert len(items) == 396
     assert [item.id for item in items] == [str(k) for k in range(1, 397)]
     for item in items:
@@ -226,46 +328,19 @@ def test_winobias_files(path):
         assert all("[" not in word and "]" not in word for word in item.words)
 
 
-def test_winobias_first_line_by_hand():
-    # "1 [The developer] argued with the designer because [he] did not like the design."
-    item = read_winobias(need(WINOBIAS[0]))[0]
-    expected = "The developer argued with the designer because he did not like the design ."
-    assert len(item.words) == 14 and " ".join(item.words) == expected  # "design." is "design", "."
-    assert (item.source, item.target) == (7, 1)  # "he" -> "developer", the last word of the mention
-    assert item.text == expected
-
-
-def test_winobias_tokenisation_cases():
-    items = parse_winobias(
-        "162 The mechanic fixed [the housekeeper] 's car and then [she] wrote a thankful note.\n"
-        "22 The farmer offered apples to [the housekeeper], because [she] might like them.\n"
-        "27 [The developer] visited the hairdresser because [he] needed to cut [his] hair.\n"
-        "176 The teacher asked the [ physician] about the best course of action and believed [him].\n"
-    )
-    possessive, comma, two_pronouns, odd_bracket = items
-    assert possessive.words[4:6] == ("housekeeper", "'s")
-    assert (possessive.words[possessive.source], possessive.target) == ("she", 4)
-    assert comma.words[5:8] == ("the", "housekeeper", ",")
-    assert (comma.source, comma.target) == (9, 6)
-    assert (two_pronouns.words[two_pronouns.source], two_pronouns.source, two_pronouns.target) == ("he", 6, 1)
-    assert odd_bracket.words[-2:] == ("him", ".")
-    assert (odd_bracket.words[odd_bracket.target], odd_bracket.source) == (
-        "physician",
-        len(odd_bracket.words) - 2,
-    )
-
-
 @pytest.mark.parametrize(
     "bad",
     [
-        "[The developer] argued with the designer because [he] left.",  # no index
-        "2 [The developer] argued with [the designer] because he left.",  # no pronoun mention
-        "2 [The developer] argued with the designer because [he left.",  # unclosed bracket
-        "2 The developer argued with the designer because [he] left.",  # one mention only
+        "[The night nurse] called the surgeon because [she] was tired.",  # no index
+        "2 [The night nurse] called [the surgeon] because she was tired.",  # no pronoun mention
+        "2 [The night nurse] called the surgeon because [she was tired.",  # unclosed bracket
+        "2 The night nurse called the surgeon because [she] was tired.",  # one mention only
+        "2 [The night nurse] called [the surgeon] because [she] was tired.",  # two other mentions
+        "2 [The [night] nurse] called the surgeon because [she] was tired.",  # nested brackets
     ],
 )
 def test_malformed_winobias_names_its_line(bad):
-    text = "1 [The developer] argued with the designer because [he] did not like the design.\n" + bad + "\n"
+    text = WINOBIAS_FIXTURE.read_text(encoding="utf-8").splitlines()[0] + "\n" + bad + "\n"
     with pytest.raises(ValueError, match=r"<winobias>, line 2\b"):
         parse_winobias(text)
 
