@@ -15,6 +15,20 @@ DEFAULT_TEXTS = [
 ]
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _lengths(text: str) -> list[int]:
+    return [_positive_int(part.strip()) for part in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attnviz", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -26,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = commands.add_parser("bench", help="model.run against HF eager, side by side")
     bench.add_argument("--model", action="append", required=True, help="repeatable")
-    bench.add_argument("--lengths", default="16,64,256")
-    bench.add_argument("--repeats", type=int, default=15)
+    bench.add_argument("--lengths", type=_lengths, default="16,64,256", help="comma-separated token counts")
+    bench.add_argument("--repeats", type=_positive_int, default=15)
 
     probe = commands.add_parser("probe", help="score every head on relation probes (Clark et al. 2019)")
     probe.add_argument("--model", required=True)
@@ -38,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--relation", help="only this relation")
     probe.add_argument("--sep", default=" ", help='word separator for --conllu ("" for Chinese)')
     probe.add_argument("--json", action="store_true", help="print the JSON of DESIGN.md")
-    probe.add_argument("--batch-size", type=int, default=32)
+    probe.add_argument("--batch-size", type=_positive_int, default=32)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -74,14 +88,16 @@ def _parity(args) -> int:
 def _bench(args) -> int:
     import torch
 
-    from attnviz.bench import bench
+    from attnviz.bench import bench, check_lengths
 
-    lengths = [int(n) for n in args.lengths.split(",")]
+    # Every model is loaded and checked before any timing: a bad length must not cost a finished run.
+    models = [(source, attnviz.load(source)) for source in args.model]
+    for _, model in models:
+        check_lengths(model, args.lengths)
     print(f"threads: {torch.get_num_threads()}, repeats: {args.repeats}, median of per-pair ratios")
     print(f"{'model':45s} {'tokens':>6s} {'ours ms':>9s} {'HF ms':>9s} {'ratio':>6s}")
-    for source in args.model:
-        model = attnviz.load(source)
-        for row in bench(model, lengths, repeats=args.repeats):
+    for source, model in models:
+        for row in bench(model, args.lengths, repeats=args.repeats):
             print(f"{source:45s} {row['tokens']:6d} {row['ours_ms']:9.1f} {row['hf_ms']:9.1f} {row['ratio']:6.2f}")
     return 0
 

@@ -30,8 +30,20 @@ def text_of_length(model, n_tokens: int) -> str:
     return " ".join(words[:low])
 
 
+def check_lengths(model, lengths) -> None:
+    """Lengths must be positive and within the model's token limit (longer texts are truncated)."""
+    limit = model.info.max_tokens
+    for n in lengths:
+        if not 1 <= n <= limit:
+            raise ValueError(f"length {n} is outside 1..{limit}, the token limit of {model.info.name}")
+
+
 def bench(model, lengths=(16, 64, 256), repeats: int = 15, warmup: int = 3) -> list[dict]:
     from attnviz.loading import hf
+
+    check_lengths(model, lengths)
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
 
     reference, tokenizer = hf.reference_model(model.info.path), hf.reference_tokenizer(model.info.path)
 

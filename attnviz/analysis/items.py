@@ -5,6 +5,12 @@ indices). Every reader returns `list[ProbeItem]` and raises `ValueError` naming 
 1-based line number of the first malformed line. `read_*` take a path; `parse_*` take the text
 itself (a streamlit upload, a test string), so the UI needs no file.
 
+Files come from anonymous visitors (the Head Finder page), so every failure is that ValueError,
+never a traceback: bytes must be UTF-8 (a BOM is accepted), errors name the file by the name the
+caller gives (`read_*` give the base name, never a server path), and an unexpected exception on a
+line (JSON nested too deeply, say) is reported as that line's error. `detect_format` guesses the
+format of an upload from its name and first line.
+
 Formats (DESIGN.md):
 - Probe JSONL: one JSON object a line with `relation`, `words`, `source`, `target` and optional `sep`,
   `lang`, `id`. Blank lines are skipped; unknown keys are ignored.
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left, bisect_right
+from contextlib import contextmanager
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from attnviz.trace import is_punctuation, spans_of_joined_words
 
@@ -56,12 +64,12 @@ class ProbeItem:
         if not self.words:
             raise ValueError("an item needs words, got none")
         if not all(isinstance(word, str) and word for word in self.words):
-            raise ValueError(f"every word must be a non-empty string, got {list(self.words)!r}")
+            raise ValueError(f"every word must be a non-empty string, got {_shown(list(self.words))}")
         for name in ("source", "target"):
             value = getattr(self, name)
             _require(
                 isinstance(value, int) and not isinstance(value, bool),
-                f"{name} must be an integer word index, got {value!r}",
+                f"{name} must be an integer word index, got {_shown(value)}",
             )
             if not 0 <= value < len(self.words):
                 raise ValueError(f"{name}={value} is out of range for {len(self.words)} words")
@@ -88,14 +96,72 @@ def _where(name: str, line_number: int) -> str:
     return f"{name}, line {line_number}"
 
 
-def _as_text(text: str | bytes) -> str:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    return text.removeprefix("\ufeff")
+def _shown(value: object, limit: int = 80) -> str:
+    # A hostile line can hold megabytes; an error message quotes only its start.
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _read(path: str | PathLike) -> str:
-    return Path(path).read_text(encoding="utf-8")
+def _position(text: str, index: int) -> tuple[int, int]:
+    """1-based (line, column) of text[index], lines numbered as the parsers number them."""
+    lines = (text[:index] + "x").splitlines()
+    return len(lines), len(lines[-1])
+
+
+def _as_text(data: str | bytes, name: str) -> str:
+    if isinstance(data, bytes):
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise ValueError(f"{_where(name, 1)}: the file is UTF-16 text; save it as UTF-8")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            before = data[: error.start].decode("utf-8-sig")
+            line, column = _position(before, len(before))
+            raise ValueError(
+                f"{_where(name, line)}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column})"
+            ) from None
+    text = data.removeprefix("\ufeff")
+    nul = text.find("\x00")
+    if nul >= 0:  # UTF-16 without a BOM, or a binary file that happens to decode
+        line, column = _position(text, nul)
+        raise ValueError(f"{_where(name, line)}: not a text file (NUL character at column {column})")
+    return text
+
+
+class _Lines:
+    """The numbered lines of a file; `guard()` reports any error while parsing as that of the line reached."""
+
+    def __init__(self, data: str | bytes, name: str) -> None:
+        self.name, self.number = name, 0
+        self._lines = _as_text(data, name).splitlines()
+
+    def __iter__(self):
+        for number, line in enumerate(self._lines, start=1):
+            self.number = number
+            yield number, line
+
+    @contextmanager
+    def guard(self):
+        try:
+            yield
+        except Exception as error:  # even a bug of ours must not show a visitor a traceback
+            if isinstance(error, ValueError) and str(error).startswith(f"{self.name}, line "):
+                raise  # already names its line
+            if isinstance(error, RecursionError):
+                problem = "nested too deeply"
+            elif isinstance(error, ValueError):
+                problem = str(error)
+            else:
+                problem = f"could not be read ({type(error).__name__})"
+            raise ValueError(f"{_where(self.name, self.number)}: {problem}") from None
+
+
+def _read(path: str | PathLike) -> bytes:
+    return Path(path).read_bytes()
+
+
+def _base_name(path: str | PathLike) -> str:
+    return Path(path).name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,43 +170,45 @@ def _read(path: str | PathLike) -> str:
 
 def parse_probes(text: str | bytes, name: str = "<probes>") -> list[ProbeItem]:
     items = []
-    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = _where(name, line_number)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-        _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
-        missing = [key for key in ("relation", "words", "source", "target") if key not in record]
-        if missing:
-            raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
-        relation, words, sep = record["relation"], record["words"], record.get("sep", " ")
-        lang, item_id = record.get("lang"), record.get("id")
-        if not isinstance(relation, str) or not relation:
-            raise ValueError(f"{where}: relation must be a non-empty string, got {relation!r}")
-        _require(isinstance(words, list), f"{where}: words must be a list of strings, got {words!r}")
-        _require(isinstance(sep, str), f"{where}: sep must be a string, got {sep!r}")
-        _require(lang is None or isinstance(lang, str), f"{where}: lang must be a string, got {lang!r}")
-        try:
-            item = ProbeItem(
-                relation=relation,
-                words=tuple(words),
-                source=record["source"],
-                target=record["target"],
-                sep=sep,
-                lang=lang,
-                id=None if item_id is None else str(item_id),
-            )
-        except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-        items.append(item)
+    lines = _Lines(text, name)
+    with lines.guard():
+        for line_number, line in lines:
+            if not line.strip():
+                continue
+            where = _where(name, line_number)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+            _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
+            missing = [key for key in ("relation", "words", "source", "target") if key not in record]
+            if missing:
+                raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
+            relation, words, sep = record["relation"], record["words"], record.get("sep", " ")
+            lang, item_id = record.get("lang"), record.get("id")
+            if not isinstance(relation, str) or not relation:
+                raise ValueError(f"{where}: relation must be a non-empty string, got {_shown(relation)}")
+            _require(isinstance(words, list), f"{where}: words must be a list of strings, got {_shown(words)}")
+            _require(isinstance(sep, str), f"{where}: sep must be a string, got {_shown(sep)}")
+            _require(lang is None or isinstance(lang, str), f"{where}: lang must be a string, got {_shown(lang)}")
+            try:
+                item = ProbeItem(
+                    relation=relation,
+                    words=tuple(words),
+                    source=record["source"],
+                    target=record["target"],
+                    sep=sep,
+                    lang=lang,
+                    id=None if item_id is None else str(item_id),
+                )
+            except ValueError as error:
+                raise ValueError(f"{where}: {error}") from None
+            items.append(item)
     return items
 
 
 def read_probes(path: str | PathLike) -> list[ProbeItem]:
-    return parse_probes(_read(path), name=str(path))
+    return parse_probes(_read(path), name=_base_name(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,6 +216,7 @@ def read_probes(path: str | PathLike) -> list[ProbeItem]:
 
 _RANGE_ID = re.compile(r"^\d+-\d+$")
 _EMPTY_NODE_ID = re.compile(r"^\d+\.\d+$")
+_INTEGER = re.compile(r"[0-9]+")  # str.isdigit also accepts '²', which int() refuses
 
 
 @dataclass(frozen=True)
@@ -184,42 +253,45 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
             )
         )
 
-    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
-        if not line.strip():
-            flush()
-            rows, sent_id = [], None
-            continue
-        if line.startswith("#"):
-            match = re.match(r"#\s*sent_id\s*=\s*(.*\S)", line)
-            if match:
-                sent_id = match.group(1)
-            continue
-        where = _where(name, line_number)
-        columns = line.split("\t")
-        if len(columns) != 10:
-            raise ValueError(f"{where}: expected 10 tab-separated columns, got {len(columns)}")
-        word_id, form, head, deprel = columns[0], columns[1], columns[6], columns[7]
-        if _RANGE_ID.match(word_id) or _EMPTY_NODE_ID.match(word_id):
-            continue
-        if not word_id.isdigit():
-            raise ValueError(f"{where}: ID must be an integer, a range or a decimal, got {word_id!r}")
-        if int(word_id) != len(rows) + 1:
-            raise ValueError(f"{where}: expected word ID {len(rows) + 1}, got {word_id}")
-        if not form:
-            raise ValueError(f"{where}: empty FORM")
-        if not head.isdigit():
-            raise ValueError(f"{where}: HEAD must be an integer, got {head!r}")
-        if int(head) == int(word_id):
-            raise ValueError(f"{where}: word {word_id} is its own head")
-        if not deprel or deprel == "_":
-            raise ValueError(f"{where}: missing DEPREL")
-        rows.append((line_number, form, int(head), deprel))
-    flush()
+    lines = _Lines(text, name)
+    with lines.guard():
+        for line_number, line in lines:
+            if not line.strip():
+                flush()
+                rows, sent_id = [], None
+                continue
+            if line.startswith("#"):
+                # `=(.*)` and strip: `=\s*(.*\S)` backtracks quadratically on a long run of spaces
+                match = re.match(r"#\s*sent_id\s*=(.*)", line)
+                if match and match.group(1).strip():
+                    sent_id = match.group(1).strip()
+                continue
+            where = _where(name, line_number)
+            columns = line.split("\t")
+            if len(columns) != 10:
+                raise ValueError(f"{where}: expected 10 tab-separated columns, got {len(columns)}")
+            word_id, form, head, deprel = columns[0], columns[1], columns[6], columns[7]
+            if _RANGE_ID.match(word_id) or _EMPTY_NODE_ID.match(word_id):
+                continue
+            if not _INTEGER.fullmatch(word_id):
+                raise ValueError(f"{where}: ID must be an integer, a range or a decimal, got {_shown(word_id)}")
+            if int(word_id) != len(rows) + 1:
+                raise ValueError(f"{where}: expected word ID {len(rows) + 1}, got {_shown(word_id)[1:-1]}")
+            if not form:
+                raise ValueError(f"{where}: empty FORM")
+            if not _INTEGER.fullmatch(head):
+                raise ValueError(f"{where}: HEAD must be an integer, got {_shown(head)}")
+            if int(head) == int(word_id):
+                raise ValueError(f"{where}: word {_shown(word_id)[1:-1]} is its own head")
+            if not deprel or deprel == "_":
+                raise ValueError(f"{where}: missing DEPREL")
+            rows.append((line_number, form, int(head), deprel))
+        flush()
     return sentences
 
 
 def read_conllu_sentences(path: str | PathLike) -> list[ConlluSentence]:
-    return parse_conllu_sentences(_read(path), name=str(path))
+    return parse_conllu_sentences(_read(path), name=_base_name(path))
 
 
 def conllu_items(sentences: list[ConlluSentence], sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
@@ -239,7 +311,7 @@ def parse_conllu(
 
 
 def read_conllu(path: str | PathLike, sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
-    return parse_conllu(_read(path), sep=sep, name=str(path), lang=lang)
+    return parse_conllu(_read(path), sep=sep, name=_base_name(path), lang=lang)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,42 +353,48 @@ def _parse_winobias_line(sentence: str) -> ProbeItem:
     if opened is not None:
         raise ValueError("'[' without ']'")
     words, spans = _split_winobias_words("".join(clean))
+    # Spans are sorted and disjoint, so a mention's words are found by bisection: a line of
+    # 100,000 mentions must not scan its words 100,000 times.
+    starts, ends = [ws for ws, _ in spans], [we for _, we in spans]
     mention_words = []
     for start, end in mentions:
-        inside = [w for w, (ws, we) in enumerate(spans) if ws < end and start < we]
+        inside = range(bisect_right(ends, start), bisect_left(starts, end))
         if not inside:
             raise ValueError("an empty bracketed mention")
-        mention_words.append(inside)
-    pronouns = [m for m in mention_words if len(m) == 1 and words[m[0]].lower() in PRONOUNS]
-    others = [m for m in mention_words if m not in pronouns]
+        mention_words.append(list(inside))
+    is_pronoun = [len(m) == 1 and words[m[0]].lower() in PRONOUNS for m in mention_words]
+    pronouns = [m for m, yes in zip(mention_words, is_pronoun) if yes]
+    others = [m for m, yes in zip(mention_words, is_pronoun) if not yes]
     if not pronouns or len(others) != 1:
         shown = [" ".join(words[w] for w in m) for m in mention_words]
-        raise ValueError(f"expected one pronoun mention and one other mention, got {shown}")
+        raise ValueError(f"expected one pronoun mention and one other mention, got {_shown(shown)}")
     return ProbeItem("coreference", tuple(words), pronouns[0][0], others[0][-1], lang="en")
 
 
 def parse_winobias(text: str | bytes, name: str = "<winobias>") -> list[ProbeItem]:
     """One `coreference` item a non-blank line; `id` is the line's own index number."""
     items = []
-    for line_number, line in enumerate(_as_text(text).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = _where(name, line_number)
-        match = _WINOBIAS_LINE.match(line.strip())
-        if not match:
-            raise ValueError(f"{where}: expected '<index> <sentence>'")
-        try:
-            item = _parse_winobias_line(match.group(2))
-        except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-        items.append(
-            ProbeItem(item.relation, item.words, item.source, item.target, lang=item.lang, id=match.group(1))
-        )
+    lines = _Lines(text, name)
+    with lines.guard():
+        for line_number, line in lines:
+            if not line.strip():
+                continue
+            where = _where(name, line_number)
+            match = _WINOBIAS_LINE.match(line.strip())
+            if not match:
+                raise ValueError(f"{where}: expected '<index> <sentence>'")
+            try:
+                item = _parse_winobias_line(match.group(2))
+            except ValueError as error:
+                raise ValueError(f"{where}: {error}") from None
+            items.append(
+                ProbeItem(item.relation, item.words, item.source, item.target, lang=item.lang, id=match.group(1))
+            )
     return items
 
 
 def read_winobias(path: str | PathLike) -> list[ProbeItem]:
-    return parse_winobias(_read(path), name=str(path))
+    return parse_winobias(_read(path), name=_base_name(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,5 +414,36 @@ def parse_items(kind: str, text: str | bytes, name: str, sep: str = " ") -> list
     raise ValueError(f"unknown item format {kind!r}; known: {', '.join(FORMATS)}")
 
 
+_FORMAT_OF_SUFFIX = {
+    ".jsonl": "probes", ".json": "probes", ".conllu": "conllu", ".dev": "winobias", ".test": "winobias",
+}  # fmt: skip
+_WINOBIAS_START = re.compile(r"\d+ .*\[.*\]")
+
+
+def detect_format(name: str, data: str | bytes) -> str:
+    """One of FORMATS from the name's extension, else (`.txt`, none) from the first line that is
+    neither blank nor a `#` comment: `{` is probe JSONL, 10 tab-separated columns CoNLL-U and
+    `<index> <sentence with [mentions]>` WinoBias (whose files are `*.txt.dev`, `*.txt.test`)."""
+    kind = _FORMAT_OF_SUFFIX.get(PurePath(name).suffix.lower())
+    if kind is not None:
+        return kind
+    for line_number, line in enumerate(_as_text(data, name).splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("{"):
+            return "probes"
+        if line.count("\t") == 9:
+            return "conllu"
+        if _WINOBIAS_START.match(stripped):
+            return "winobias"
+        raise ValueError(
+            f"{_where(name, line_number)}: cannot tell the format; expected a probe JSONL object ({{...}}), "
+            "a CoNLL-U word line (10 tab-separated columns) or a WinoBias line ('<index> <sentence>' "
+            "with [bracketed] mentions)"
+        )
+    raise ValueError(f"{name}: no content to tell the format from")
+
+
 def read_items(kind: str, path: str | PathLike, sep: str = " ") -> list[ProbeItem]:
-    return parse_items(kind, _read(path), str(path), sep)
+    return parse_items(kind, _read(path), _base_name(path), sep)
