@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     sources.add_argument("--winobias", help="a WinoBias file of bracketed sentences")
     probe.add_argument("--relation", help="only this relation")
     probe.add_argument("--sep", default=" ", help='word separator for --conllu ("" for Chinese)')
-    probe.add_argument("--json", action="store_true", help="print the JSON of DESIGN.md")
+    probe.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
     probe.add_argument("--batch-size", type=_positive_int, default=32)
 
     args = parser.parse_args(argv)

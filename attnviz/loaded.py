@@ -93,7 +93,8 @@ class LoadedModel:
         if self.module.lm_head is None:
             raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
         weight = self.module.lm_head.weight
-        hidden = torch.as_tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
+        # A copy: the app's traces are shared read-only arrays, which torch will not wrap.
+        hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
         probs = torch.softmax(self.module.lm_head(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
         texts = self.tokenizer.decode_batch([[i] for i in top.indices.tolist()], skip_special_tokens=False)

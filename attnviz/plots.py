@@ -4,7 +4,7 @@ Inputs are numpy arrays and token labels, never model objects, so the same figur
 own model and attentions taken from anywhere else. This module never calls streamlit: the UI decides
 where a figure goes and turns clicks into arguments (e.g. `head_view(..., focus=i)`).
 
-Size rule (DESIGN.md, "Streamlit facts"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
+Size rule (docs/architecture.md, "Streamlit facts"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
 size is set by the dtype of its arrays. Big per-cell arrays are numpy (uint8 where it suffices); only
 per-row / per-column labels are Python strings.
 
@@ -205,7 +205,7 @@ def model_view(
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
-    One heatmap renders about 10x faster than a make_subplots grid (DESIGN.md). Tiles are pooled by
+    One heatmap renders about 10x faster than a make_subplots grid (docs/architecture.md). Tiles are pooled by
     block means to at most max_cells x max_cells; z is uint8 percent (see MOSAIC_LEVELS) on one absolute
     scale, not per-tile maxima, so colours compare across heads and the hover can print the weight.
     `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with

@@ -1,6 +1,6 @@
 """The result of one forward pass: tokens, their place in the text, words, and every head's attention.
 
-Word rule (DESIGN.md): a word of free text is a whitespace-separated span, except that every CJK
+Word rule (docs/architecture.md): a word of free text is a whitespace-separated span, except that every CJK
 character (Han, kana, hangul) and every punctuation character is a word of its own. A token belongs
 to the first word whose character span overlaps the token's span as half-open intervals.
 """

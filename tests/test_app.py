@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.ui.escape import md
 from tests.conftest import MINILM, SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,11 +127,11 @@ def test_hostile_text_gives_a_message_or_a_view(app, text, message, level):
         figure = json.dumps(chart(app, "model_view"))
         for raw in ("<script>", "<b>bold", '<a href="javascript'):
             assert raw not in figure
-    for md in app.markdown:
-        assert "<script>" not in md.value and "<b>bold" not in md.value
-        assert "&amp;lt;" not in md.value  # escaped once (shows "<"), not twice (shows "&lt;")
+    for shown_text in [*app.markdown, *app.get("html")]:
+        assert "<script>" not in shown_text.proto.body and "<b>bold" not in shown_text.proto.body
+        assert "&amp;lt;" not in shown_text.proto.body  # escaped once (shows "<"), not twice (shows "&lt;")
     if "<b>" in text:
-        assert any("&lt;" in md.value for md in app.markdown)  # the chips show the "<" of the text
+        assert any("&lt;" in chips.proto.body for chips in app.get("html"))  # the chips show the "<" of the text
     app.session_state["level"] = "token"
 
 
@@ -230,9 +231,9 @@ def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):
     at.text_input(key="model_custom").input("nobody/no-such-model-xyz").run()
     assert_clean(at)
     errors = " ".join(e.value for e in at.error)
-    assert "Could not load nobody/no-such-model-xyz" in errors
+    assert f"Could not get {md('nobody/no-such-model-xyz')} from the Hugging Face hub" in errors
     assert chart(at, "model_view")["data"][0]["type"] == "heatmap"  # still drawn, on the fallback model
     assert "nobody/no-such-model-xyz" in at.session_state["load_failures"]
     at.text_input(key="text").input("Dogs bark.").run()  # a rerun does not try the hub again
     assert_clean(at)
-    assert "Could not load nobody/no-such-model-xyz" in " ".join(e.value for e in at.error)
+    assert f"Could not get {md('nobody/no-such-model-xyz')}" in " ".join(e.value for e in at.error)

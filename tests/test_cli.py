@@ -24,6 +24,7 @@ def test_every_preset_is_a_hub_id_or_offline_copy(monkeypatch):
     """Preset ids with dots (Qwen/Qwen2.5-0.5B) must go to the hub, not be mistaken for file paths."""
     from attnviz.loading import hf, resolve_source
     from attnviz.loading.random_model import RANDOM_MODEL_NAME
+    from attnviz.loading.sources import is_hub_id
     from attnviz.ui.models import PRESETS
 
     asked = []
@@ -38,5 +39,6 @@ def test_every_preset_is_a_hub_id_or_offline_copy(monkeypatch):
         if preset == RANDOM_MODEL_NAME or source != preset:
             continue  # built in, or installed from the package index
         with pytest.raises(OSError, match="offline in this test"):
-            hf.read_checkpoint(source)
+            hf.locate(source)
+        assert is_hub_id(preset)  # the app accepts every preset by the hub's own rules
     assert "Qwen/Qwen2.5-0.5B" in asked and "bert-base-uncased" in asked

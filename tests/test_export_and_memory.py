@@ -7,6 +7,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 import transformers as tf
 
 from attnviz import export
@@ -25,17 +26,18 @@ def test_exports_round_trip(minilm):
     np.testing.assert_allclose(np.array(rows[1][1:], dtype=float), trace.attentions[2, 3, 0], rtol=1e-5)
 
 
-def test_too_large_model_is_refused_from_its_config(monkeypatch):
+def test_too_large_hub_model_is_refused_from_its_config_before_download(monkeypatch):
     from attnviz.loading import hf
+    from attnviz.loading.sources import AppSource
     from attnviz.ui import models
 
     llama_7b = tf.LlamaConfig().to_dict()  # 6.7B parameters
     monkeypatch.setattr(hf, "read_config", lambda source: llama_7b)
-    monkeypatch.setattr(models, "available_memory", lambda: 16e9)
-    need, free = models.memory_problem.__wrapped__("someone/llama-7b")
-    assert need > 50 and free == 16
-    monkeypatch.setattr(models, "available_memory", lambda: 100e9)
-    assert models.memory_problem.__wrapped__("someone/llama-7b") is None
+    monkeypatch.setattr(hf, "_download", lambda *args: pytest.fail("downloaded a model that cannot fit"))
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_GB", "16")
+    with pytest.raises(models.OverBudget) as refused:
+        models.load_model(AppSource("someone/llama-7b", "someone/llama-7b", from_hub=True))
+    assert refused.value.need > 50e9 and refused.value.budget == 16e9
 
 
 def test_random_fallback_is_off_in_ci(monkeypatch):

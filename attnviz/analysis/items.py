@@ -11,7 +11,7 @@ caller gives (`read_*` give the base name, never a server path), and an unexpect
 line (JSON nested too deeply, say) is reported as that line's error. `detect_format` guesses the
 format of an upload from its name and first line.
 
-Formats (DESIGN.md):
+Formats (docs/architecture.md):
 - Probe JSONL: one JSON object a line with `relation`, `words`, `source`, `target` and optional `sep`,
   `lang`, `id`. Blank lines are skipped; unknown keys are ignored.
 - CoNLL-U: the syntactic words (integer ids) of each sentence; `3-4` multiword ranges and `8.1` empty
@@ -87,7 +87,7 @@ class ProbeItem:
 
 
 def _require(condition: bool, message: str) -> None:
-    # Malformed input is a ValueError throughout (DESIGN.md), wrong JSON types included.
+    # Malformed input is a ValueError throughout (docs/architecture.md), wrong JSON types included.
     if not condition:
         raise ValueError(message)
 

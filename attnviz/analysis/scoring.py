@@ -1,4 +1,4 @@
-"""Which heads track a relation: the scoring rule of Clark et al. 2019, sec. 4-5 (DESIGN.md steps 1-5).
+"""Which heads track a relation: the scoring rule of Clark et al. 2019, sec. 4-5 (docs/architecture.md steps 1-5).
 
 Shapes: L layers, H heads, T query tokens, S key tokens (T == S here), n words of the item's sentence.
 
@@ -8,7 +8,7 @@ word i of the sum over the tokens of word j. It is computed in float64: every en
 exact sum of a few float32 numbers whatever the summation order, so ties stay ties and the
 "first index on ties" rule does not depend on BLAS.
 
-Choices DESIGN.md leaves open:
+Choices docs/architecture.md leaves open:
 - A trace whose `texts` is set must have been run on `item.text` (else `ValueError`): it catches traces
   zipped to the wrong items.
 - Baselines are computed over the scored items only (skipped items count nowhere). The best offset
@@ -93,14 +93,20 @@ def word_one_hot(word_of_token: Sequence[int | None], n_words: int) -> np.ndarra
 
 
 def word_attention_matrix(
-    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int
+    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int, dtype=np.float64
 ) -> np.ndarray:
-    """W [L, H, n, n] float64 from token attentions [L, H, T, T]; rows of words without tokens are 0."""
+    """W [L, H, n, n] from token attentions [L, H, T, T]; rows of words without tokens are 0.
+
+    Computed in float64 one layer at a time (a float64 copy of a whole 512-token trace would take
+    hundreds of MB), and stored as `dtype`."""
     one_hot = word_one_hot(word_of_token, n_words)  # [T, n]
-    counts = one_hot.sum(axis=0)  # [n]
-    summed = np.asarray(attentions, dtype=np.float64) @ one_hot  # [L, H, T, n]
-    # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
-    return (one_hot.T @ summed) / np.maximum(counts, 1.0)[:, None]  # [L, H, n, n]
+    counts = np.maximum(one_hot.sum(axis=0), 1.0)[:, None]  # [n, 1]
+    out = np.empty((*attentions.shape[:2], n_words, n_words), dtype=dtype)
+    for layer, layer_attentions in enumerate(attentions):
+        summed = np.asarray(layer_attentions, dtype=np.float64) @ one_hot  # [H, T, n]
+        # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
+        out[layer] = (one_hot.T @ summed) / counts  # [H, n, n]
+    return out
 
 
 def _word_map(
@@ -296,7 +302,7 @@ def _grid(values: np.ndarray) -> list[list[float | None]]:
 
 
 def to_json(model_name: str, scores: dict[str, RelationScore]) -> dict:
-    """The DESIGN.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based."""
+    """The docs/architecture.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based."""
     relations = {}
     for relation, score in scores.items():
         relations[relation] = {

@@ -8,6 +8,7 @@ import torch
 
 from attnviz.loaded import LoadedModel, ModelInfo
 from attnviz.loading.registry import CONVERTERS, converter_for
+from attnviz.loading.size import ModelTooLarge, load_bytes
 from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.model import Transformer
 
@@ -26,10 +27,15 @@ def pick_device(device: str | None = None) -> str:
     return "cpu"
 
 
-def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None) -> LoadedModel:
+def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None, *,
+         from_hub: bool = False, memory_limit: int | None = None) -> LoadedModel:
     """Load `source` (hub id, local directory or .gguf file) into our from-scratch model.
 
     progress: optional callable(stage: str), told what is happening (download, conversion, ...).
+    from_hub: `source` is a hub id even where a local folder of that name exists (the app's rule).
+    memory_limit: bytes the load may take (default: the machine's available memory); a model estimated
+    to need more, from its config and weight-file headers, is refused with ModelTooLarge before any
+    weight is read.
     """
     from attnviz.loading import hf  # transformers is imported only when a model is loaded
 
@@ -39,8 +45,15 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
     torch_dtype = _dtype(dtype)
-    path = resolve_source(source.strip())
-    checkpoint = hf.read_checkpoint(path, progress)
+    location = hf.locate(source.strip() if from_hub else resolve_source(source.strip()), progress, from_hub)
+    limit = available_memory() if memory_limit is None else memory_limit
+
+    def check_size(hf_config: dict) -> None:
+        need = load_bytes(hf_config, location, torch_dtype)
+        if need > limit:
+            raise ModelTooLarge(need, limit, "available memory" if memory_limit is None else "memory allowed")
+
+    checkpoint = hf.read_checkpoint(location, progress, before_weights=check_size)
     progress("converting weights")
     module = build_module(checkpoint.config, checkpoint.tensors)
     config = module.config
@@ -60,13 +73,10 @@ def build_module(hf_config: dict, tensors: dict) -> Transformer:
     return module
 
 
-def estimate_bytes(hf_config: dict, dtype=None) -> int:
-    """Memory needed to load a model, from its config alone (before any download): the checkpoint
-    and our copy are both held while converting, so twice the parameters' size."""
-    config = converter_for(hf_config).config(hf_config)
-    with torch.device("meta"):  # builds the module without allocating its tensors
-        n_parameters = sum(p.numel() for p in Transformer(config).parameters())
-    return 2 * n_parameters * torch.tensor([], dtype=_dtype(dtype)).element_size()
+def available_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().available
 
 
 def _dtype(dtype) -> torch.dtype:
@@ -91,4 +101,5 @@ def _token_limit(max_tokens: int, config, checkpoint) -> int:
     return min(limits)
 
 
-__all__ = ["load", "build_module", "estimate_bytes", "is_local_path", "pick_device", "resolve_source", "CONVERTERS"]
+__all__ = ["load", "build_module", "available_memory", "is_local_path", "load_bytes", "pick_device", "resolve_source",
+           "CONVERTERS", "ModelTooLarge"]

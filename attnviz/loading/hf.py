@@ -29,29 +29,45 @@ class Checkpoint:
     path: str
 
 
-def read_config(source: str) -> dict:
-    """Only the HF config of a hub id or local directory, without weights (size estimates before a download)."""
+def read_config(source: str | Path) -> dict:
+    """Only the HF config of a hub id, local directory or .gguf file, without weights (size estimates
+    before a download or before reading weights)."""
     from transformers import AutoConfig
 
     try:
+        if Path(source).suffix == ".gguf" or Path(source).is_dir():
+            return _from_pretrained(AutoConfig, source, trust_remote_code=False).to_dict()
         return AutoConfig.from_pretrained(source, trust_remote_code=False).to_dict()
     except OSError as error:
-        raise OSError(f"could not read the config of {source!r} ({error})".split("\n")[0]) from error
+        raise OSError(f"could not read the config of {str(source)!r} ({error})".split("\n")[0]) from error
 
 
-def read_checkpoint(source: str, progress=None) -> Checkpoint:
-    """source: a .gguf file, a local model directory, or a hub id (downloaded, safetensors only)."""
+def locate(source: str, progress=None, from_hub: bool = False) -> Path:
+    """The local folder or .gguf file holding `source`: a path as given, or a hub id downloaded first
+    (safetensors only). With `from_hub`, `source` is a hub id even where a folder of that name exists."""
     progress = progress or (lambda stage: None)
-    path = Path(source).expanduser()
-    if path.suffix == ".gguf":
-        if not path.is_file():
-            raise FileNotFoundError(f"no GGUF file at {path}")
-        return _read_gguf(path, progress)
-    if path.is_dir():
-        return _read_directory(path, progress)
-    if is_local_path(source):
-        raise FileNotFoundError(f"{source!r} is neither a model directory nor a .gguf file")
-    return _read_directory(_download(source, progress), progress)
+    if not from_hub:
+        path = Path(source).expanduser()
+        if path.suffix == ".gguf":
+            if not path.is_file():
+                raise FileNotFoundError(f"no GGUF file at {path}")
+            return path
+        if path.is_dir():
+            return path
+        if is_local_path(source):
+            raise FileNotFoundError(f"{source!r} is neither a model directory nor a .gguf file")
+    return _download(source, progress)
+
+
+def read_checkpoint(location: str | Path, progress=None, before_weights=None) -> Checkpoint:
+    """Config, weights and tokenizer of a local folder or .gguf file (see `locate`).
+
+    `before_weights(config)` runs once the config is read and before any weight is: the size check."""
+    progress = progress or (lambda stage: None)
+    before_weights = before_weights or (lambda config: None)
+    path = Path(location)
+    read = _read_gguf if path.suffix == ".gguf" else _read_directory
+    return read(path, progress, before_weights)
 
 
 def _download(repo_id: str, progress) -> Path:
@@ -67,7 +83,7 @@ def _download(repo_id: str, progress) -> Path:
         ) from error
 
 
-def _read_directory(path: Path, progress) -> Checkpoint:
+def _read_directory(path: Path, progress, before_weights) -> Checkpoint:
     from safetensors.torch import load_file
     from transformers import AutoConfig
 
@@ -80,6 +96,7 @@ def _read_directory(path: Path, progress) -> Checkpoint:
         )
     progress("reading config")
     config = _from_pretrained(AutoConfig, path, trust_remote_code=False).to_dict()
+    before_weights(config)
     progress("reading weights")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
@@ -88,12 +105,13 @@ def _read_directory(path: Path, progress) -> Checkpoint:
     return _checkpoint(config, tensors, reference_tokenizer(path), path)
 
 
-def _read_gguf(path: Path, progress) -> Checkpoint:
+def _read_gguf(path: Path, progress, before_weights) -> Checkpoint:
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     progress("reading GGUF config")
     hf_config = _from_pretrained(AutoConfig, path)
+    before_weights(hf_config.to_dict())
     # transformers maps GGUF tensor names through a model skeleton; "meta" allocates no memory.
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(hf_config)

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-import html
+import logging
+import re
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from attnviz.loading import ModelTooLarge
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
+from attnviz.loading.sources import SourceRefused
 from attnviz.ui import models
+from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
 
-# Widget keys that live in the URL, so a copied link reproduces the view.
-QUERY_KEYS = ("model", "text", "text_b", "layer", "head")
+log = logging.getLogger(__name__)
+
+# Widget keys that live in the URL, so a copied link reproduces the view, and what each may hold: a
+# hand-edited link may hold anything, and what does not match is ignored.
+INDEX = re.compile(r"[0-9]{1,4}", re.ASCII)  # isdigit() also accepts "²", which int() refuses
+MAX_TEXT = 20_000  # characters, as the text inputs' own max_chars
+QUERY_KEYS = {"model": 300, "text": MAX_TEXT, "text_b": MAX_TEXT, "layer": None, "head": None}
+# An absolute path in a message (a cache folder, a resolved model folder): never shown to visitors.
+_SERVER_PATH = re.compile(r"(?<![\w.:/-])(?:~|[A-Za-z]:)?[/\\][^\s'\"),;]+")
 
 
 def t(key: str, **values) -> str:
@@ -24,14 +36,17 @@ def restore_from_url() -> None:
         return
     st.session_state["_restored"] = True
     params = st.query_params
-    for key in QUERY_KEYS:
-        if key in params:
-            value = params[key]
-            if key in ("layer", "head"):  # a hand-edited link may hold anything: ignore what is not an index
-                if not value.isdigit():
-                    continue
-                value = int(value)
-            st.session_state[f"url_{key}"] = value
+    for key, max_length in QUERY_KEYS.items():
+        if key not in params:
+            continue
+        value = params[key]
+        if max_length is None:
+            if not INDEX.fullmatch(value):
+                continue
+            value = int(value)
+        elif len(value) > max_length:
+            continue
+        st.session_state[f"url_{key}"] = value
 
 
 def url_value(key: str, default=None):
@@ -63,8 +78,40 @@ def pick_model_source() -> str:
         if from_url and from_url not in models.PRESETS:
             st.session_state["model_custom"] = from_url
     st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset")
-    st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"))
+    st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
+                          max_chars=QUERY_KEYS["model"])
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
+
+
+def session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def public_message(error: Exception, name: str, location: str | None = None) -> str:
+    """`error` as a visitor may read it: what they typed stands where the server's path was, and any
+    other absolute path (a cache folder) is cut out."""
+    text = str(error).split("\n")[0]
+    if location and location != name:
+        text = text.replace(location, name)
+    return _SERVER_PATH.sub("…", text)
+
+
+def load_failure(name: str, error: Exception) -> str:
+    """The message shown for a model that could not be loaded (Markdown, every user text escaped)."""
+    if isinstance(error, SourceRefused):
+        return t("source_refused")
+    if isinstance(error, models.OverBudget):
+        return t("over_budget", name=md(name), need=error.need / 1e9, budget=error.budget / 1e9,
+                 used=error.used / 1e9)
+    if isinstance(error, ModelTooLarge):
+        return t("too_large", name=md(name), need=error.need / 1e9, free=error.limit / 1e9)
+    if isinstance(error, OSError):  # the hub client's messages carry cache paths and URLs
+        return t("hub_failed", name=md(name))
+    if isinstance(error, ValueError):  # unsupported architecture, no safetensors, a strict-loading mismatch
+        return t("model_failed", name=md(name), error=md(public_message(error, name)))
+    log.exception("loading %r failed", name)  # the server's log gets the traceback, the page does not
+    return t("model_failed", name=md(name), error=type(error).__name__)
 
 
 def get_model(source: str):
@@ -80,36 +127,32 @@ def get_model(source: str):
         del failures[source]
     if source not in failures:
         try:
-            problem = models.memory_problem(source)
-            if problem is not None:
-                need, free = problem
-                st.sidebar.error(t("too_large", name=source, need=need, free=free))
-                return None, source
             return _load_with_progress(source), source
-        except Exception as error:  # any loading failure is shown to the user; the page keeps working
-            failures[source] = t("model_failed", name=html.escape(source), error=html.escape(str(error)))
+        except Exception as error:  # every failure becomes a message; the page keeps working
+            failures[source] = load_failure(source, error)
     st.sidebar.error(failures[source])
     default = models.default_model()
     if default != source and models.offline_path(default) is not None:
         st.sidebar.info(t("fallback_note", name=default))
         try:
             return _load_with_progress(default), default
-        except Exception as error:  # a broken offline package: say so, then fall through
-            st.sidebar.error(t("model_failed", name=default, error=html.escape(str(error))))
+        except Exception as error:  # a broken offline package, or no memory left: say so, then fall through
+            st.sidebar.error(load_failure(default, error))
     if models.allow_random_fallback():
         st.sidebar.warning(t("random_warning"))
         return models.load_random_model(), RANDOM_MODEL_NAME
     return None, source
 
 
-def _load_with_progress(source: str):
+def _load_with_progress(name: str):
     """Load (or reuse) a model, showing the loading stages in the sidebar only when it really loads."""
-    cached = models.cached_model(source)
+    cached = models.cached_model(name)
     if cached is not None:
         return cached
-    with st.sidebar.status(t("loading_model", name=source), expanded=True) as status:
-        model = models.load_model(source, progress=lambda stage: status.write(stage))
-        status.update(label=source, state="complete", expanded=False)
+    source = models.check_source(name)
+    with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
+        model = models.load_model(source, progress=lambda stage: status.write(md(stage)))
+        status.update(label=md(name), state="complete", expanded=False)
     return model
 
 

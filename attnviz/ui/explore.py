@@ -9,9 +9,9 @@ import streamlit as st
 
 from attnviz import export, plots
 from attnviz.analysis import profile_head
-from attnviz.analysis.views import attention_view
 from attnviz.ui import models
-from attnviz.ui.common import sidebar, t, url_value, write_url
+from attnviz.ui.common import public_message, session_id, sidebar, t, url_value, write_url
+from attnviz.ui.escape import md
 from attnviz.ui.widgets import word_pair_ranking
 
 EXAMPLES = [
@@ -41,29 +41,41 @@ def render() -> None:
         st.info(t("empty_text"))
         write_url(model=source, text=None, text_b=None, layer=None, head=None)
         return
+    text_b = text_b or None
     try:
-        trace = models.run_text(source, text, text_b or None)
+        trace = models.run_text(source, text, text_b)
+    except models.OverBudget as error:
+        st.error(over_budget(error))
+        return
     except ValueError as error:
-        st.error(t("run_failed", error=html.escape(str(error))))
+        st.error(t("run_failed", error=md(error)))
         return
     input_notices(model, trace)
     token_chips(trace)
     level, hide_special, scale, palette = view_options(trace)
+    view_key = (source, text, text_b, level, hide_special)
     try:
-        view = attention_view(trace, level, hide_special)
+        view = models.view_of(*view_key)
+    except models.OverBudget as error:
+        st.error(over_budget(error))
+        return
     except ValueError as error:  # e.g. nothing but special tokens left to show
-        st.warning(html.escape(str(error)))
+        st.warning(md(error))
         return
     if view.attentions.shape[-1] == 0:
         st.warning(t("no_words"))
         return
     highlight = token_focus(trace)
-    model_view(view, trace, highlight, palette)
-    layer, head = head_detail(model, view, trace, scale, palette)
-    next_token_predictions(model, trace)
-    parity_badge(model, text, text_b or None)
-    exports(trace, view, layer, head)
-    write_url(model=source, text=text, text_b=text_b or None, layer=layer, head=head)
+    model_view(view, trace, highlight, palette, view_key)
+    head_detail(model.info, view_key, scale, palette)
+    next_token_predictions(model, (source, text, text_b))
+    parity_badge(model, text, text_b)
+    exports(model, text, text_b)
+    write_url(model=source, text=text, text_b=text_b)
+
+
+def over_budget(error) -> str:
+    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
 
 
 def sentence_inputs(model) -> tuple[str, str]:
@@ -92,7 +104,7 @@ def input_notices(model, trace) -> None:
     real = sum(not s for s in trace.special_mask)
     if real and len(unknown) / real > UNKNOWN_SHARE_NOTICE:
         unk = model.tokenizer.id_to_token(trace.input_ids[unknown[0]])
-        st.warning(t("many_unk", share=len(unknown) / real, unk=unk, suggestion=models.WIDE_VOCABULARY_MODEL))
+        st.warning(t("many_unk", share=len(unknown) / real, unk=md(unk), suggestion=models.WIDE_VOCABULARY_MODEL))
 
 
 def token_chips(trace) -> None:
@@ -108,7 +120,9 @@ def token_chips(trace) -> None:
             f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
         )
     with st.expander(f"{t('tokens')} ({len(trace.tokens)})", expanded=len(trace.tokens) <= 40):
-        st.markdown("".join(chips), unsafe_allow_html=True)
+        # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
+        # formulas, code or emphasis and swallow the chips' own markup.
+        st.html(f'<div style="line-height:1.9">{"".join(chips)}</div>')
 
 
 def view_options(trace):
@@ -130,11 +144,14 @@ def token_focus(trace) -> list[tuple[int, int]]:
     return [(layer, head) for layer, head, _ in ranking[:5]]
 
 
-def model_view(view, trace, highlight, palette) -> None:
+def model_view(view, trace, highlight, palette, view_key) -> None:
     st.subheader(t("model_view"))
     st.caption(t("model_view_caption"))
-    figure = plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight,
-                              row_labels=view.labels, col_labels=view.labels, colorscale=palette)
+    figure = models.cached_figure(
+        (*view_key, palette, tuple(highlight)),
+        lambda: plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight,
+                                 row_labels=view.labels, col_labels=view.labels, colorscale=palette),
+    )
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
         st.info(t("pooled", cells=meta["tile"][0]))
@@ -155,8 +172,13 @@ def select_clicked_head(event) -> None:
         st.session_state["layer"], st.session_state["head"] = layer, head
 
 
-def head_detail(model, view, trace, scale, palette) -> tuple[int, int]:
+@st.fragment
+def head_detail(info, view_key, scale, palette) -> None:
+    """One head in detail. A fragment: picking a layer, head, threshold or token reruns only this part,
+    so the mosaic is neither rebuilt nor sent again."""
     st.subheader(t("head_detail"))
+    view = models.view_of(*view_key)  # shared: a lookup, not a recomputation
+    trace = models.run_text(*view_key[:3])
     n_layers, n_heads = view.attentions.shape[:2]
     for key, limit in (("layer", n_layers), ("head", n_heads)):
         if key not in st.session_state:
@@ -167,24 +189,43 @@ def head_detail(model, view, trace, scale, palette) -> tuple[int, int]:
     layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer")
     head = cols[1].selectbox(t("head"), range(n_heads), key="head")
     threshold = cols[2].slider(t("threshold"), 0.0, 0.5, 0.02, 0.01, key="threshold")
-    labels = view.labels
-    focus = cols[3].selectbox(t("focus_token"), [None, *range(len(labels))], key="focus",
-                              format_func=lambda i: t("all_tokens") if i is None else f"{i}: {labels[i]}")
-    if trace.kv_group and model.info.n_kv_heads != model.info.n_heads:
+    window = token_window(len(view.labels))
+    labels = view.labels[window]
+    focus = cols[3].selectbox(
+        t("focus_token"), [None, *range(len(labels))], key="focus",
+        format_func=lambda i: t("all_tokens") if i is None else f"{i + window.start}: {labels[i]}",
+    )
+    if trace.kv_group and info.n_kv_heads != info.n_heads:
         group = trace.kv_group[head]
         peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
         st.caption(t("kv_note", head=head, kv=group, peers=", ".join(map(str, peers)) or "-",
-                     kind=model.info.attention_kind))
-    matrix = view.attentions[layer, head]
+                     kind=info.attention_kind))
+    matrix = np.asarray(view.attentions[layer, head, window, window], dtype=np.float32)
     left, right = st.columns([3, 2])
     left.plotly_chart(
-        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=model.info.causal),
+        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=info.causal),
         key="head_heatmap", width="stretch",
     )
     right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
                        key="head_view", width="stretch")
     head_profile(trace, layer, head)
-    return layer, head
+    full = np.asarray(view.attentions[layer, head], dtype=np.float32)
+    st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
+                       file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
+    write_url(layer=layer, head=head)
+
+
+HEAD_WINDOW = 96  # tokens the head detail shows at once: beyond this, labels overlap and the figure grows
+
+
+def token_window(n: int) -> slice:
+    """The tokens the head detail shows: all of them, or a window of HEAD_WINDOW picked with a slider
+    (rows and columns alike; the mosaic above always shows the whole input)."""
+    if n <= HEAD_WINDOW:
+        return slice(0, n)
+    start = st.slider(t("window"), 0, n - HEAD_WINDOW, key="window_start", step=1,
+                      help=t("window_help", n=HEAD_WINDOW))
+    return slice(start, start + HEAD_WINDOW)
 
 
 def head_profile(trace, layer: int, head: int) -> None:
@@ -206,8 +247,12 @@ def head_profile(trace, layer: int, head: int) -> None:
     }], hide_index=True)
 
 
-def next_token_predictions(model, trace) -> None:
-    if not model.info.causal or model.module.lm_head is None or trace.hidden is None:
+@st.fragment
+def next_token_predictions(model, trace_key) -> None:
+    if not model.info.causal or model.module.lm_head is None:
+        return
+    trace = models.run_text(*trace_key)
+    if trace.hidden is None:
         return
     st.subheader(t("predictions"))
     position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
@@ -217,35 +262,41 @@ def next_token_predictions(model, trace) -> None:
                   "probability": [round(p, 4) for _, p in rows]}, hide_index=True)
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _reference(path: str):
-    from attnviz.loading import hf
-
-    return hf.reference_model(path)
-
-
+@st.fragment
 def parity_badge(model, text, text_b) -> None:
+    """Compare with Hugging Face's eager attention on this sentence: a heavy action (it loads HF's own
+    model beside ours), so it takes the process's heavy-work slot and a share of the memory budget."""
     if not st.button(t("parity"), key="parity"):
         return
     from attnviz.parity import check_parity
 
     try:
-        with st.spinner("…"):
-            report = check_parity(model, text, text_b, reference=_reference(model.info.path))
+        with st.status(t("parity_running"), expanded=False) as status:
+            with models.heavy_slot(session_id()):
+                reference = models.reference_for(model, progress=lambda stage: status.update(label=md(stage)))
+                status.update(label=t("parity_comparing"))
+                report = check_parity(model, text, text_b, reference=reference)
+            status.update(label=t("parity_done"), state="complete")
+    except models.Busy:
+        st.warning(t("busy"))
+        return
+    except models.OverBudget as error:
+        st.error(t("over_budget", name=md(model.info.name), need=error.need / 1e9, budget=error.budget / 1e9,
+                   used=error.used / 1e9))
+        return
     except Exception as error:  # e.g. the random fallback has no HF counterpart
-        st.warning(t("parity_failed", error=html.escape(str(error))))
+        st.warning(t("parity_failed", error=md(public_message(error, model.info.name, model.info.path))))
         return
     message = t("parity_result", attn=report.max_attention_diff, hidden=report.max_hidden_diff, n=report.n_tokens)
     (st.success if report.passed() else st.error)(message)
 
 
-def exports(trace, view, layer, head) -> None:
+def exports(model, text, text_b) -> None:
+    """Full-precision exports recompute the trace on click (the app keeps only a float16 copy)."""
     st.caption(t("share"))
-    cols = st.columns(3)
-    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(trace), file_name="attnviz_trace.npz",
-                            mime="application/octet-stream", on_click="ignore", key="npz")
-    cols[1].download_button(t("download_json"), lambda: export.trace_json(trace), file_name="attnviz_trace.json",
-                            mime="application/json", on_click="ignore", key="json")
-    matrix = np.asarray(view.attentions[layer, head])
-    cols[2].download_button(t("download_csv"), lambda: export.head_csv(matrix, view.labels),
-                            file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
+    cols = st.columns(2)
+    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(models.full_trace(model, text, text_b)),
+                            file_name="attnviz_trace.npz", mime="application/octet-stream", on_click="ignore",
+                            key="npz")
+    cols[1].download_button(t("download_json"), lambda: export.trace_json(models.full_trace(model, text, text_b)),
+                            file_name="attnviz_trace.json", mime="application/json", on_click="ignore", key="json")

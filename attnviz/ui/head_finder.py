@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import hashlib
-import html
 
 import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis import DIRECTIONS, parse_items, predictions, score_model, to_json, word_attention
+from attnviz.analysis import (
+    DIRECTIONS,
+    detect_format,
+    parse_items,
+    predictions,
+    score_model,
+    to_json,
+    word_attention,
+)
 from attnviz.probe import builtin_items
 from attnviz.ui import models
-from attnviz.ui.common import sidebar, t
+from attnviz.ui.common import session_id, sidebar, t
+from attnviz.ui.escape import md
 from attnviz.ui.widgets import word_pair_ranking
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
 BUILTIN_SETS = {"builtin:en": "English (built-in)", "builtin:zh": "中文 (built-in)"}
-PARSERS = {
-    "probes": ("Probe JSONL", ["jsonl", "json"]),
-    "conllu": ("CoNLL-U", ["conllu", "txt"]),
-    "winobias": ("WinoBias", ["dev", "test", "txt"]),
-}
+PARSERS = {"auto": "auto", "probes": "Probe JSONL", "conllu": "CoNLL-U", "winobias": "WinoBias"}
+UPLOAD_TYPES = ["jsonl", "json", "conllu", "txt", "dev", "test"]
+# Memory one scoring batch may take: texts are batched by length, so the batch size follows the longest.
+BATCH_BYTES = 200_000_000
 EXAMPLES_SHOWN = 3  # passing and failing examples shown for the chosen head
 EXAMPLE_POOL = 40  # items re-run to find them
 
@@ -38,10 +45,13 @@ def render() -> None:
     relations = list(dict.fromkeys(item.relation for item in items))
     relation = st.selectbox(t("relation"), relations, key="finder_relation")
     chosen = [item for item in items if item.relation == relation]
-    st.caption(f"{len(chosen)} items · {len({i.text for i in chosen})} sentences")
+    st.caption(t("items_counted", n=len(chosen), relation=md(relation), sentences=len({i.text for i in chosen}),
+                 total=len({i.text for i in items})))
     result_key = f"{source}|{items_key}|{relation}"
     if st.button(t("run_probe"), key="run_probe", type="primary"):
-        st.session_state["finder_result"] = (result_key, score(model, source, chosen, relation))
+        result = score(model, source, chosen, relation)
+        if result is not None:
+            st.session_state["finder_result"] = (result_key, result)
     stored = st.session_state.get("finder_result")
     if stored and stored[0] == result_key:
         show_scores(model, stored[1], chosen, relation, result_key)
@@ -57,29 +67,48 @@ def choose_items():
             spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), format_func=BUILTIN_SETS.get,
                                 key="finder_builtin")
             return builtin_items(spec), spec
-        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func=lambda k: PARSERS[k][0],
-                            key="finder_kind")
-        unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
-        upload = st.file_uploader(t("upload"), type=PARSERS[kind][1], key="finder_upload",
+        upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
         st.caption(t("upload_help", mb=UPLOAD_MB))
+        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func=lambda k: t("format_auto")
+                            if k == "auto" else PARSERS[k], key="finder_kind")
         if upload is None:
             return [], None
         data = upload.getvalue()
+        if kind == "auto":
+            kind = detect_format(upload.name, data)
+            st.caption(t("format_detected", kind=PARSERS[kind]))
+        unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
         items = parse_items(kind, data, upload.name, "" if unspaced else " ")
         if not items:
             st.info(t("no_items"))
         return items, f"{kind}:{hashlib.sha1(data).hexdigest()}:{unspaced}"
-    except ValueError as error:  # malformed input names the line
-        st.error(t("bad_file", error=html.escape(str(error))))
+    except ValueError as error:  # malformed input names the file and line
+        st.error(t("bad_file", error=md(error)))
         return [], None
 
 
-def score(model, source: str, items, relation: str) -> dict:
-    """The DESIGN.md JSON block of this relation: the same numbers as `python -m attnviz probe --json`."""
-    bar = st.progress(0.0, text=t("scoring", n=len({i.text for i in items})))
-    scores = score_model(model, items, progress=lambda done, total: bar.progress(done / max(total, 1)))
-    bar.empty()
+def score(model, source: str, items, relation: str) -> dict | None:
+    """The docs/architecture.md JSON block of this relation: the same numbers as `python -m attnviz probe
+    --json`. A heavy action: it waits for the process's heavy-work slot, shows its progress, holds a
+    share of the memory budget, and stops when the visitor presses Cancel (any rerun stops it)."""
+    texts = sorted({item.text for item in items}, key=len)
+    longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
+    batch_size = max(1, min(32, BATCH_BYTES // models.trace_bytes(model, longest)))
+    st.button(t("cancel"), key="cancel_probe")  # pressing it reruns the page, which stops this run
+    bar = st.progress(0.0, text=t("waiting_slot"))
+    try:
+        with models.heavy_slot(session_id()), models.reserve(BATCH_BYTES, keep_model=source):
+            scores = score_model(model, items, batch_size=batch_size, progress=lambda done, total: bar.progress(
+                done / max(total, 1), text=t("scoring", done=done, n=total)))
+    except models.Busy:
+        st.warning(t("busy"))
+        return None
+    except models.OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return None
+    finally:
+        bar.empty()
     return to_json(source, scores)["relations"][relation]
 
 
@@ -137,8 +166,8 @@ def examples_for_head(model, items, default_layer: int, default_head: int, resul
         words = list(item.words)
         verdict = t("passing") if right else t("failing")
         guessed = words[guess] if guess >= 0 else "-"
-        with st.expander(f"{'✅' if right else '❌'} {verdict}: {words[item.source]} → {words[item.target]} "
-                         f"(head: {guessed}) · {' '.join(words)[:80]}"):
+        with st.expander(f"{'✅' if right else '❌'} {verdict}: {md(words[item.source])} → {md(words[item.target])} "
+                         f"(head: {md(guessed)}) · {md(' '.join(words)[:80])}"):
             st.plotly_chart(plots.head_heatmap(weights, words, words), key=f"example_{index}_{layer}_{head}")
         if min(shown.values()) >= EXAMPLES_SHOWN:
             break
@@ -152,7 +181,10 @@ def own_sentence(source: str) -> None:
         return
     try:
         trace = models.run_text(source, text, None)
+    except models.OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return
     except ValueError as error:
-        st.error(t("run_failed", error=html.escape(str(error))))
+        st.error(t("run_failed", error=md(error)))
         return
     word_pair_ranking(trace, key_prefix="finder")

@@ -1,17 +1,36 @@
-"""Cached model and trace access for the pages: models in st.cache_resource, traces in st.cache_data."""
+"""Models, traces and the views drawn from them, shared by every session under one memory budget.
+
+Everything here lives in one `st.cache_resource` object: shared, read-only, never pickled or copied per
+read (st.cache_data would copy a 140 MB trace on every rerun). Models, traces and views are held in
+stores bounded by bytes; before anything new is computed, `reserve` checks the process's resident
+memory against the budget (attnviz.memory), evicting the oldest traces, views and unused models first,
+and refuses what still does not fit.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import gc
 import os
 import threading
+from pathlib import Path
 
+import numpy as np
 import streamlit as st
 import torch
 
 import attnviz
-from attnviz.loading import estimate_bytes, is_local_path, resolve_source
+from attnviz.analysis.views import attention_view
+from attnviz.loading import ModelTooLarge, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
+from attnviz.loading.size import checkpoint_bytes
+from attnviz.loading.sources import AppSource, allowed_model_dirs, app_source
+from attnviz.memory import ByteStore, memory_budget, process_rss
+from attnviz.ui.strings import translate
 
 # Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
 # every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
@@ -33,6 +52,23 @@ PRESETS = [
 # Suggested when a text is mostly [UNK] for the current vocabulary.
 WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 MAX_TOKENS = 512
+# Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
+TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
+# Heavy actions (model loads, parity, scoring a probe set) at once in the whole process: on a shared CPU,
+# one at a time keeps every light visitor's rerun fast.
+HEAVY_SLOTS = 1
+
+
+class OverBudget(Exception):
+    """What was asked for does not fit the memory budget, even with every cache emptied."""
+
+    def __init__(self, need: int, budget: int, used: int) -> None:
+        self.need, self.budget, self.used = need, budget, used
+        super().__init__(f"needs {need / 1e9:.2f} GB; budget {budget / 1e9:.1f} GB, {used / 1e9:.2f} GB in use")
+
+
+class Busy(Exception):
+    """This session already runs a heavy action."""
 
 
 def default_model() -> str:
@@ -43,57 +79,135 @@ def default_model() -> str:
     return PRESETS[0]
 
 
-def available_memory() -> int:
-    import psutil
+@st.cache_resource(show_spinner=False)
+def shared() -> dict:
+    """The process-wide stores and locks. One lock per model source: a long download of one model never
+    blocks sessions using another."""
+    budget = memory_budget()
+    return {
+        "models": ByteStore(budget), "traces": ByteStore(int(TRACE_SHARE * budget)),
+        "views": ByteStore(int(VIEW_SHARE * budget)), "locks": {}, "guard": threading.Lock(),
+        "reserved": 0, "heavy": threading.BoundedSemaphore(HEAVY_SLOTS), "heavy_sessions": set(),
+    }
 
-    return psutil.virtual_memory().available
+
+def _release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc keeps them otherwise), so that
+    resident memory, which the budget is checked against, follows what is really held."""
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    if libc_name:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(libc_name).malloc_trim(0)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def memory_problem(source: str) -> tuple[float, float] | None:
-    """(needed GB, free GB) when a hub model is estimated not to fit, from its config.json alone, before
-    downloading any weights. Raises OSError when the hub cannot be reached (reported by the caller)."""
+@contextlib.contextmanager
+def reserve(need: int, keep_model: str | None = None):
+    """Hold `need` bytes of the budget while the block computes; evict the oldest views, traces and
+    models (never `keep_model`) until they fit; OverBudget when even that is not enough."""
+    store = shared()
+    budget = memory_budget()
+    with store["guard"]:
+        evictable = [store["views"], store["traces"]]
+        while process_rss() + store["reserved"] + need > budget:
+            if not (any(s.evict_oldest() for s in evictable) or _evict_model(store["models"], keep_model)):
+                raise OverBudget(need, budget, process_rss() + store["reserved"])
+            _release_memory()
+        store["reserved"] += need
+    try:
+        yield
+    finally:
+        with store["guard"]:
+            store["reserved"] -= need
+
+
+def _evict_model(models: ByteStore, keep: str | None) -> bool:
+    """Drop the oldest model other than `keep` (sessions using it reload it on their next run)."""
+    held = [key for key in models.keys() if key != keep]
+    if not held:
+        return False
+    models.discard(held[0])
+    return True
+
+
+@contextlib.contextmanager
+def heavy_slot(session_id: str):
+    """One heavy action per session, HEAVY_SLOTS in the whole process; waits for a free slot (the page
+    shows a status meanwhile, and a rerun by the visitor cancels the wait)."""
+    store = shared()
+    with store["guard"]:
+        if session_id in store["heavy_sessions"]:
+            raise Busy()
+        store["heavy_sessions"].add(session_id)
+    try:
+        waiting = st.empty()
+        while not store["heavy"].acquire(timeout=0.5):
+            # Each Streamlit call is a point where a rerun by this visitor (Cancel) stops the wait.
+            waiting.caption(translate(st.session_state.get("lang", "en"), "waiting_slot"))
+        waiting.empty()
+        try:
+            yield
+        finally:
+            store["heavy"].release()
+    finally:
+        with store["guard"]:
+            store["heavy_sessions"].discard(session_id)
+
+
+# ---------------------------------------------------------------------------------------------------
+# models
+
+
+def check_source(text: str) -> AppSource:
+    """The source a visitor may load (attnviz.loading.sources.app_source); SourceRefused otherwise."""
+    return app_source(text, allowed_model_dirs())
+
+
+@st.cache_data(max_entries=64, show_spinner=False, ttl=3600)
+def hub_load_bytes(hub_id: str) -> int:
+    """Bytes loading a hub model takes, from its config.json alone, before any weight is downloaded.
+    Raises OSError when the hub cannot be reached (reported by the caller)."""
     from attnviz.loading import hf
 
-    if is_local_path(resolve_source(source)):
-        return None  # already on disk: its size is the user's choice
-    need = estimate_bytes(hf.read_config(source))
-    free = available_memory()
-    return (need / 1e9, free / 1e9) if need > free else None
+    return load_bytes(hf.read_config(hub_id))
 
 
-MAX_MODELS = 2  # models kept in memory at once, across sessions
+def cached_model(name: str):
+    return shared()["models"].get(name)
 
 
-@st.cache_resource(show_spinner=False)
-def _model_store() -> dict:
-    """Loaded models shared by every session. A plain dict in st.cache_resource (rather than caching
-    `load` itself) lets the page show loading stages only when a load really happens. One lock per
-    source: a long download of one model never blocks sessions using another."""
-    return {"models": {}, "locks": {}, "guard": threading.Lock()}
-
-
-def cached_model(source: str):
-    return _model_store()["models"].get(source)
-
-
-def load_model(source: str, progress=None):
-    """The model for `source`, loaded once; `progress(stage)` hears the stages of a real load."""
-    store = _model_store()
-    model = store["models"].get(source)
+def load_model(source: AppSource, progress=None):
+    """The model for `source`, loaded once for every session; `progress(stage)` hears a real load."""
+    store = shared()
+    model = store["models"].get(source.name)
     if model is not None:
         return model
     with store["guard"]:
-        lock = store["locks"].setdefault(source, threading.Lock())
+        lock = store["locks"].setdefault(source.name, threading.Lock())
     with lock:  # a second session asking for the same model waits for the first load
-        model = store["models"].get(source)
+        model = store["models"].get(source.name)
         if model is None:
-            model = attnviz.load(source, max_tokens=MAX_TOKENS, progress=progress)
-            with store["guard"]:
-                while len(store["models"]) >= MAX_MODELS:
-                    store["models"].pop(next(iter(store["models"])))  # the oldest goes first
-                store["models"][source] = model
+            # A hub model's size is known from its config before the download; a local one's from its
+            # config and weight headers inside `attnviz.load`, which refuses it if it does not fit what is
+            # left: then make room for what it said it needs, and try once more.
+            need = hub_load_bytes(source.location) if source.from_hub else 0
+            try:
+                model = _load_within(source, need, progress)
+            except ModelTooLarge as error:
+                model = _load_within(source, error.need, progress)
+            model_bytes = sum(p.numel() * p.element_size() for p in model.module.parameters())
+            store["models"].put(source.name, model, model_bytes)
         return model
+
+
+def _load_within(source: AppSource, need: int, progress):
+    with reserve(need):
+        limit = memory_budget() - process_rss() - shared()["reserved"] + need
+        model = attnviz.load(source.location, max_tokens=MAX_TOKENS, progress=progress, from_hub=source.from_hub,
+                             memory_limit=limit)
+    # Pages show the model by what the visitor typed, never by the server path it resolved to.
+    model.info = dataclasses.replace(model.info, name=source.name)
+    return model
 
 
 @st.cache_resource(show_spinner=False)
@@ -101,13 +215,104 @@ def load_random_model():
     return random_model()
 
 
+def model_for(name: str):
+    return load_random_model() if name == RANDOM_MODEL_NAME else load_model(check_source(name))
+
+
 def allow_random_fallback() -> bool:
     """Never in CI: there a missing pretrained model must fail loudly, not turn into random weights."""
     return os.environ.get("CI", "").lower() not in ("1", "true")
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def run_text(source: str, text: str, text_pair: str | None):
-    """The trace of one text. Few entries: a 512-token trace of a 30-layer, 9-head model is ~280 MB."""
-    model = load_random_model() if source == RANDOM_MODEL_NAME else load_model(source)
-    return model.run(text, text_pair)
+# ---------------------------------------------------------------------------------------------------
+# traces and views
+
+
+def trace_bytes(model, n_tokens: int) -> int:
+    """Peak bytes of one run: the float32 probabilities, and the float16 copy the store keeps."""
+    info = model.info
+    return info.n_layers * info.n_heads * n_tokens * n_tokens * (4 + 2) + 4 * n_tokens * model.config.d_model
+
+
+def compact(trace):
+    """The app's copy of a trace: attentions in float16 (display needs no more: 3 significant digits;
+    the NPZ export recomputes float32) and every array read-only, since sessions share it."""
+    attentions = trace.attentions.astype(np.float16)
+    attentions.setflags(write=False)
+    if trace.hidden is not None:
+        trace.hidden.setflags(write=False)
+    return dataclasses.replace(trace, attentions=attentions)
+
+
+def nbytes(trace) -> int:
+    return trace.attentions.nbytes + (trace.hidden.nbytes if trace.hidden is not None else 0)
+
+
+def run_text(name: str, text: str, text_pair: str | None):
+    """The shared, compact trace of one text (computed once, while it fits the budget)."""
+    key = (name, text, text_pair)
+    traces = shared()["traces"]
+    trace = traces.get(key)
+    if trace is None:
+        model = model_for(name)
+        n_tokens = len(model.encode(text, text_pair).ids)
+        with reserve(trace_bytes(model, n_tokens), keep_model=name):
+            trace = compact(model.run(text, text_pair))
+        traces.put(key, trace, nbytes(trace))
+    return trace
+
+
+def view_of(name: str, text: str, text_pair: str | None, level: str, hide_special: bool):
+    """The attention view the page draws (analysis.views.attention_view), shared like the trace."""
+    trace = run_text(name, text, text_pair)
+    if level == "token" and not hide_special:
+        return attention_view(trace, level, False)  # the trace's own array, no copy
+    key = (name, text, text_pair, level, hide_special)
+    views = shared()["views"]
+    view = views.get(key)
+    if view is None:
+        with reserve(trace.attentions.nbytes):
+            view = attention_view(trace, level, hide_special)
+        view.attentions.setflags(write=False)
+        views.put(key, view, view.attentions.nbytes)
+    return view
+
+
+def full_trace(model, text: str, text_pair: str | None):
+    """A float32 trace for the full-precision exports, computed on demand within the budget."""
+    with reserve(trace_bytes(model, len(model.encode(text, text_pair).ids))):
+        return model.run(text, text_pair)
+
+
+def reference_for(model, progress=None):
+    """Hugging Face's eager model on the same weights (the parity reference), held in the model store
+    so that it counts against the budget and is the first to go when memory is short."""
+    from attnviz.loading import hf
+
+    key = ("reference", model.info.path)
+    store = shared()["models"]
+    reference = store.get(key)
+    if reference is None:
+        # HF holds its dequantized checkpoint beside the model while it loads.
+        need = 2 * (checkpoint_bytes(Path(model.info.path)) or 0)
+        with reserve(need, keep_model=model.info.name):
+            if progress is not None:
+                progress(f"loading the Hugging Face reference of {model.info.name}")
+            reference = hf.reference_model(model.info.path)
+        store.put(key, reference, sum(p.numel() * p.element_size() for p in reference.parameters()))
+    return reference
+
+
+def cached_figure(key: tuple, build):
+    """A figure built once per key (the mosaic: pooling 70 M weights of a 512-token SmolLM2 trace is
+    the costly part of a rerun), shared read-only like the views."""
+    views = shared()["views"]
+    figure = views.get(("figure", *key))
+    if figure is None:
+        figure = build()
+        views.put(("figure", *key), figure, _figure_bytes(figure))
+    return figure
+
+
+def _figure_bytes(figure) -> int:
+    return sum(np.asarray(trace.z).nbytes for trace in figure.data if getattr(trace, "z", None) is not None)

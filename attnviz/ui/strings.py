@@ -15,11 +15,41 @@ STRINGS: dict[str, dict[str, str]] = {
     },
     "model": {"en": "Model", "zh": "模型"},
     "model_preset": {"en": "Preset", "zh": "预设模型"},
-    "model_custom": {"en": "Other: hub id, local folder or .gguf path", "zh": "其他：Hub ID、本地目录或 .gguf 路径"},
+    "model_custom": {"en": "Other: a hub id (name or owner/name)", "zh": "其他：Hub ID（name 或 owner/name）"},
     "model_custom_help": {
-        "en": "e.g. bert-base-cased, /path/to/model, /path/to/model.gguf. Leave empty to use the preset.",
-        "zh": "例如 bert-base-cased、/path/to/model、/path/to/model.gguf。留空则使用预设。",
+        "en": "e.g. bert-base-cased or FacebookAI/roberta-base. A local folder or .gguf file works only under a "
+              "directory the app's operator allows (ATTNVIZ_MODEL_DIRS). Leave empty to use the preset.",
+        "zh": "例如 bert-base-cased 或 FacebookAI/roberta-base。本地目录或 .gguf 文件仅在应用管理员允许的目录"
+              "（ATTNVIZ_MODEL_DIRS）下可用。留空则使用预设。",
     },
+    "source_refused": {
+        "en": "This is not a model the app can load: choose a preset, or type a hub id (name or owner/name). "
+              "Local folders and .gguf files are accepted only under directories the app's operator allows.",
+        "zh": "应用无法加载该模型：请选择预设，或输入 Hub ID（name 或 owner/name）。"
+              "本地目录和 .gguf 文件仅在应用管理员允许的目录下可用。",
+    },
+    "hub_failed": {
+        "en": "Could not get {name} from the Hugging Face hub: check the id, or the hub is not reachable from "
+              "this server.",
+        "zh": "无法从 Hugging Face Hub 获取 {name}：请检查 ID，或该服务器无法访问 Hub。",
+    },
+    "over_budget": {
+        "en": "{name} does not fit this server's memory budget: it needs about {need:.2f} GB, the budget is "
+              "{budget:.1f} GB and {used:.2f} GB is in use. Choose a smaller model.",
+        "zh": "{name} 超出该服务器的内存预算：约需 {need:.2f} GB，预算为 {budget:.1f} GB，已使用 {used:.2f} GB。"
+              "请选择更小的模型。",
+    },
+    "trace_over_budget": {
+        "en": "This input does not fit the server's memory budget right now (it needs about {need:.2f} GB; "
+              "budget {budget:.1f} GB, {used:.2f} GB in use). Try a shorter text, or again in a moment.",
+        "zh": "该输入目前超出服务器的内存预算（约需 {need:.2f} GB；预算 {budget:.1f} GB，已使用 {used:.2f} GB）。"
+              "请尝试更短的文本，或稍后再试。",
+    },
+    "busy": {"en": "You already have a long task running; wait for it to finish.",
+             "zh": "你已有一个耗时任务在运行，请等待其完成。"},
+    "waiting_slot": {"en": "Waiting for the server: another visitor's long task is running…",
+                     "zh": "正在等待服务器：另一位访问者的耗时任务正在运行…"},
+    "cancel": {"en": "Cancel", "zh": "取消"},
     "loading_model": {"en": "Loading {name}", "zh": "正在加载 {name}"},
     "model_failed": {"en": "Could not load {name}: {error}", "zh": "无法加载 {name}：{error}"},
     "retry": {"en": "Try loading it again", "zh": "重新尝试加载"},
@@ -42,8 +72,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "这是随机初始化、未经训练的模型：其注意力模式没有语言学意义。",
     },
     "too_large": {
-        "en": "{name} needs about {need:.1f} GB to load, but only {free:.1f} GB is free. Choose a smaller model.",
-        "zh": "{name} 加载约需 {need:.1f} GB 内存，但只有 {free:.1f} GB 可用。请选择更小的模型。",
+        "en": "{name} needs about {need:.1f} GB to load, but only {free:.1f} GB is left in this server's memory "
+              "budget. Choose a smaller model.",
+        "zh": "{name} 加载约需 {need:.1f} GB 内存，但该服务器的内存预算只剩 {free:.1f} GB。请选择更小的模型。",
     },
     "facts": {
         "en": "{family} · {layers} layers × {heads} heads ({kind}, {kv} KV heads) · {params} parameters · "
@@ -120,6 +151,14 @@ STRINGS: dict[str, dict[str, str]] = {
               "{n} tokens",
         "zh": "最大 |Δ 注意力| = {attn:.1e}（上限 1e-5），最大 |Δ 隐状态| = {hidden:.1e}（上限 1e-4），共 {n} 个词元",
     },
+    "parity_running": {"en": "Loading Hugging Face's own model for the comparison…",
+                       "zh": "正在加载 Hugging Face 的模型以进行对比…"},
+    "parity_comparing": {"en": "Comparing the attentions…", "zh": "正在对比注意力…"},
+    "parity_done": {"en": "Compared with Hugging Face", "zh": "已与 Hugging Face 对比"},
+    "window": {"en": "First token shown", "zh": "显示的第一个词元"},
+    "window_help": {"en": "Long input: the head detail shows {n} tokens at a time (the same tokens as rows and "
+                          "columns). The mosaic above shows all of them.",
+                    "zh": "输入较长：单头视图每次显示 {n} 个词元（行与列相同）。上方的总览显示全部词元。"},
     "parity_failed": {"en": "Parity check unavailable: {error}", "zh": "无法进行对比：{error}"},
     "download_npz": {"en": "Trace (NPZ, full precision)", "zh": "完整数据（NPZ，全精度）"},
     "download_json": {"en": "Trace (JSON, 4 decimals)", "zh": "完整数据（JSON，4 位小数）"},
@@ -138,14 +177,24 @@ STRINGS: dict[str, dict[str, str]] = {
     "upload": {"en": "Upload a file", "zh": "上传文件"},
     "upload_kind": {"en": "File format", "zh": "文件格式"},
     "upload_help": {
-        "en": "At most {mb} MB. Probe JSONL (DESIGN.md format), CoNLL-U treebank, or WinoBias bracketed lines.",
-        "zh": "最多 {mb} MB。探针 JSONL（DESIGN.md 格式）、CoNLL-U 树库或 WinoBias 括号格式。",
+        "en": "At most {mb} MB. Probe JSONL (the format of docs/architecture.md), CoNLL-U treebank, or WinoBias "
+              "bracketed lines; the format is detected from the file.",
+        "zh": "最多 {mb} MB。探针 JSONL（docs/architecture.md 格式）、CoNLL-U 树库或 WinoBias 括号格式；"
+              "格式根据文件自动识别。",
     },
     "conllu_sep": {"en": "Script without spaces (Chinese, Japanese): join words with no space",
                    "zh": "无空格文字（中文、日文）：词之间不加空格"},
     "relation": {"en": "Relation", "zh": "关系"},
     "run_probe": {"en": "Score all heads", "zh": "为所有头打分"},
-    "scoring": {"en": "Running {n} sentences", "zh": "正在运行 {n} 个句子"},
+    "scoring": {"en": "Scoring: {done} of {n} sentences run", "zh": "正在打分：已运行 {done} / {n} 个句子"},
+    "format_auto": {"en": "detect from the file", "zh": "根据文件自动识别"},
+    "format_detected": {"en": "Detected format: {kind}", "zh": "识别出的格式：{kind}"},
+    "items_counted": {
+        "en": "{n} items of relation {relation}, from {sentences} sentences that have one ({total} sentences in "
+              "the file have at least one item of some relation).",
+        "zh": "关系 {relation} 共 {n} 条数据，来自含有该关系的 {sentences} 个句子（文件中共有 {total} 个句子"
+              "至少含有一条数据）。",
+    },
     "bad_file": {"en": "This file cannot be read: {error}", "zh": "无法读取该文件：{error}"},
     "best_heads": {"en": "Best heads against the baselines", "zh": "最佳注意力头与基线对比"},
     "direction_s2t": {"en": "source → target", "zh": "源 → 目标"},

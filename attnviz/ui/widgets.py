@@ -6,13 +6,14 @@ import streamlit as st
 
 from attnviz.analysis import rank_heads
 from attnviz.ui.common import t
+from attnviz.ui.escape import md
 
 TOP_HEADS_SHOWN = 10
 
 
 def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     """Pick a source and a target word of the trace; show every head ranked by word-level attention from
-    source to target (DESIGN.md word rule). Returns the full ranking ([] until two words are chosen)."""
+    source to target (docs/architecture.md word rule). Returns the full ranking ([] until two words are chosen)."""
     words = trace.words
     if len(words) < 2:
         return []
@@ -30,17 +31,12 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     try:
         ranking = rank_heads(trace, source, target)
     except ValueError as error:  # a word lost to truncation has no token
-        st.warning(str(error))
+        st.warning(md(error))
         return []
-    st.markdown(t("top_heads", source=_md_escape(words[source]), target=_md_escape(words[target])))
+    st.markdown(t("top_heads", source=md(words[source]), target=md(words[target])))
     st.dataframe(
         {"layer": [r[0] for r in ranking[:TOP_HEADS_SHOWN]], "head": [r[1] for r in ranking[:TOP_HEADS_SHOWN]],
          "attention": [round(r[2], 4) for r in ranking[:TOP_HEADS_SHOWN]]},
         hide_index=True,
     )
     return ranking
-
-
-def _md_escape(text: str) -> str:
-    """Words go into markdown: escape what markdown or HTML would interpret."""
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|~$&" else c for c in text)

@@ -1,0 +1,130 @@
+"""How much memory loading a checkpoint takes, known before any weight is read.
+
+Two sources, and the larger wins, so neither a config that understates its weights nor weights that
+understate their config get past: the config (our module built on the meta device, which allocates
+nothing) and the weight files' headers (safetensors and GGUF list every tensor's shape and dtype
+before the data). While converting, the checkpoint's tensors and our module are both held.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import torch
+
+from attnviz.loading.registry import converter_for
+from attnviz.model import Transformer
+
+SAFETENSORS_HEADER_LIMIT = 100_000_000  # the safetensors format's own cap on its JSON header
+FLOAT32_BYTES = 4
+
+
+class ModelTooLarge(ValueError):
+    def __init__(self, need: int, limit: int, what: str = "available memory") -> None:
+        self.need, self.limit = need, limit
+        super().__init__(f"loading this model needs about {need / 1e9:.1f} GB, more than the {limit / 1e9:.1f} GB "
+                         f"of {what}")
+
+
+def parameter_count(hf_config: dict) -> int:
+    """Parameters of our module for this config, counted on the meta device."""
+    config = converter_for(hf_config).config(hf_config)
+    with torch.device("meta"):
+        return sum(p.numel() for p in Transformer(config).parameters())
+
+
+def checkpoint_bytes(location: Path) -> int | None:
+    """Bytes the checkpoint's tensors take once read (GGUF is dequantized to float32), from the file
+    headers alone; None where there are no weight files to look at yet (a hub id before download)."""
+    location = Path(location)
+    if location.suffix == ".gguf":
+        return _gguf_elements(location) * FLOAT32_BYTES
+    files = sorted(location.glob("*.safetensors")) if location.is_dir() else []
+    return sum(_safetensors_bytes(f) for f in files) if files else None
+
+
+def load_bytes(hf_config: dict, location: Path | None = None, dtype: torch.dtype = torch.float32) -> int:
+    """Peak bytes of loading: our module in `dtype` plus the checkpoint held while converting. Without
+    weight files (before a download) the checkpoint is taken as float32 parameters."""
+    n_parameters = parameter_count(hf_config)
+    held = checkpoint_bytes(location) if location is not None else None
+    return n_parameters * torch.tensor([], dtype=dtype).element_size() + (
+        n_parameters * FLOAT32_BYTES if held is None else held)
+
+
+def _safetensors_bytes(path: Path) -> int:
+    """Data bytes listed in a safetensors header: 8 bytes of little-endian length, then JSON."""
+    with open(path, "rb") as file:
+        raw = file.read(8)
+        if len(raw) != 8:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        (length,) = struct.unpack("<Q", raw)
+        if length > SAFETENSORS_HEADER_LIMIT:
+            raise ValueError(f"{path.name}: safetensors header too large")
+        try:
+            header = json.loads(file.read(length))
+            return sum(int(meta["data_offsets"][1]) - int(meta["data_offsets"][0])
+                       for name, meta in header.items() if name != "__metadata__")
+        except (ValueError, KeyError, TypeError, IndexError) as error:
+            raise ValueError(f"{path.name}: malformed safetensors header") from error
+
+
+# GGUF metadata value types (ggml's gguf.h): fixed sizes in bytes; 8 is a string, 9 an array.
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_COUNT_LIMIT = 10_000_000  # tensors, metadata entries or array items: far beyond any real model
+
+
+def _gguf_elements(path: Path) -> int:
+    """Elements of every tensor in a GGUF file, read from its header (version 2 or 3, little-endian).
+
+    The metadata (tokenizer vocabularies: tens of thousands of strings) is skipped with seeks, not
+    parsed: gguf's own GGUFReader takes seconds to build it all for a 135M model."""
+    with open(path, "rb") as file:
+        def number(fmt: str) -> int:
+            raw = file.read(struct.calcsize(fmt))
+            if len(raw) != struct.calcsize(fmt):
+                raise ValueError(f"{path.name}: truncated GGUF header")
+            return struct.unpack(fmt, raw)[0]
+
+        def count() -> int:
+            value = number("<Q")
+            if value > _GGUF_COUNT_LIMIT:
+                raise ValueError(f"{path.name}: implausible GGUF header")
+            return value
+
+        def skip_value(kind: int) -> None:
+            if kind == _GGUF_STRING:
+                file.seek(number("<Q"), 1)
+            elif kind == _GGUF_ARRAY:
+                item_kind, n = number("<I"), count()
+                if item_kind in _GGUF_SIZES:
+                    file.seek(_GGUF_SIZES[item_kind] * n, 1)
+                else:
+                    for _ in range(n):
+                        skip_value(item_kind)
+            elif kind in _GGUF_SIZES:
+                file.seek(_GGUF_SIZES[kind], 1)
+            else:
+                raise ValueError(f"{path.name}: unknown GGUF value type {kind}")
+
+        if file.read(4) != b"GGUF" or number("<I") not in (2, 3):
+            raise ValueError(f"{path.name} is not a GGUF file of version 2 or 3")
+        n_tensors, n_metadata = count(), count()
+        for _ in range(n_metadata):
+            skip_value(_GGUF_STRING)  # the key
+            skip_value(number("<I"))
+        total = 0
+        for _ in range(n_tensors):
+            skip_value(_GGUF_STRING)  # the name
+            n_dims = number("<I")
+            if n_dims > 8:
+                raise ValueError(f"{path.name}: implausible GGUF tensor rank {n_dims}")
+            elements = 1
+            for _ in range(n_dims):
+                elements *= number("<Q")
+            total += elements
+            file.seek(4 + 8, 1)  # type, offset
+        return total

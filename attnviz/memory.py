@@ -1,0 +1,99 @@
+"""The process's memory budget, and a store of shared read-only results bounded by bytes.
+
+A public app has one process for every visitor (Streamlit Community Cloud gives it about 2.7 GB), so
+what one visitor asks for must never push the process past one budget: ATTNVIZ_MEMORY_BUDGET_GB,
+default 2.5 (docs/architecture.md, "Public host"). The budget is checked against the process's real
+resident memory, so it counts everything: models, traces, per-session state, uploads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+
+BUDGET_VARIABLE = "ATTNVIZ_MEMORY_BUDGET_GB"
+DEFAULT_BUDGET_GB = 2.5
+
+
+def memory_budget(environ=os.environ) -> int:
+    """The budget in bytes. A malformed or non-positive setting is an error, not a silent default."""
+    raw = environ.get(BUDGET_VARIABLE, "").strip() or str(DEFAULT_BUDGET_GB)
+    try:
+        gigabytes = float(raw)
+    except ValueError:
+        raise ValueError(f"{BUDGET_VARIABLE} must be a number of gigabytes, got {raw!r}") from None
+    if not gigabytes > 0:
+        raise ValueError(f"{BUDGET_VARIABLE} must be positive, got {raw!r}")
+    return int(gigabytes * 1e9)
+
+
+def process_rss() -> int:
+    """Resident memory of this process, in bytes."""
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+class ByteStore:
+    """Least-recently-used store of shared, read-only values, bounded by their bytes, not their count.
+
+    Values are handed out as they are (no copy per read, unlike st.cache_data), so they must not be
+    mutated: callers store numpy arrays with the write flag off. Thread-safe: every visitor's script
+    runs in its own thread."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable):
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key][0]
+
+    def put(self, key: Hashable, value, nbytes: int) -> bool:
+        """Keep `value`, evicting the oldest entries to make room; False (nothing kept) when it alone
+        exceeds the capacity."""
+        with self._lock:
+            self._items.pop(key, None)
+            if nbytes > self.capacity:
+                return False
+            while self._items and self.total_bytes + nbytes > self.capacity:
+                self._items.popitem(last=False)
+            self._items[key] = (value, nbytes)
+            return True
+
+    def evict_oldest(self) -> bool:
+        """Drop the least recently used entry; False when the store is empty."""
+        with self._lock:
+            if not self._items:
+                return False
+            self._items.popitem(last=False)
+            return True
+
+    def keys(self) -> list:
+        """Keys, least recently used first."""
+        with self._lock:
+            return list(self._items)
+
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(nbytes for _, nbytes in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
