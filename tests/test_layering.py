@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN.md, checked on the import statements of every module."""
+"""The dependency direction of docs/architecture.md, checked on the import statements of every module."""
 
 from __future__ import annotations
 
