@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from playwright.sync_api import sync_playwright
 
@@ -58,3 +60,28 @@ def test_markup_in_the_sentence_stays_text(page):
     assert page.evaluate("window.__hacked === undefined")
     assert page.locator("[data-testid=stMain] b", has_text="bold").count() == 0
     assert page.locator("[data-testid=stException]").count() == 0
+
+
+# Every character class that Markdown, LaTeX or HTML could read as markup, and a bare link.
+SPECIAL = (r"$$\x$$ and $\frac{a}{b}$ cost $5 and $6 `code` _it_ ~~s~~ *b* [l](https://evil.example) "
+           r":material/home: <i>x</i> &amp; #h |t| https://evil.example zebra")
+CHIP_TEXTS = """() => [...document.querySelectorAll('[data-testid=stHtml] span')]
+    .filter(s => s.querySelector('sub')).map(s => s.childNodes[0].textContent)"""
+
+
+def test_special_characters_show_as_typed_in_a_shared_link(page):
+    """A link whose model and text hold markup: the model is refused without echoing it, the chips show
+    the text as typed (whitespace aside), and nothing of it becomes a link, formula, code or emphasis."""
+    url = page.url.split("?")[0]
+    page.goto(f"{url}?model={quote('[click](https://evil.example) **b** :material/home: $$x$$')}"
+              f"&text={quote(SPECIAL)}")
+    page.wait_for_selector("[data-testid=stApp]")
+    page.wait_for_function(GRID_HAS, arg="zebra", timeout=120_000)
+    chips = page.evaluate(CHIP_TEXTS)
+    assert "".join(chips[1:-1]) == "".join(SPECIAL.split())  # [CLS] ... [SEP]
+    for selector in ("a[href*='evil']", ".katex", "[data-testid=stMain] code", "[data-testid=stHtml] em",
+                     "[data-testid=stHtml] i", "[data-testid=stHtml] del", "[data-testid=stSidebar] strong",
+                     "[data-testid=stException]"):
+        assert page.locator(selector).count() == 0, selector
+    refused = page.locator("[data-testid=stSidebar] [data-testid=stAlert]").first.inner_text()
+    assert "can load" in refused and "evil" not in refused and "click" not in refused
