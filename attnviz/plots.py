@@ -107,21 +107,36 @@ def pool_edges(n: int, max_cells: int) -> np.ndarray:
     return (np.arange(m + 1) * n) // m
 
 
-def block_mean(a: np.ndarray, max_cells: int) -> np.ndarray:
-    """Mean over blocks of the last two axes, each pooled to at most `max_cells` (see `pool_edges`).
+def pool_tiles(a: np.ndarray, max_cells: int) -> np.ndarray:
+    """Pool the last two axes (query rows, key columns) to at most `max_cells` blocks each: the mean over
+    a block's rows of the sum over its columns.
 
-    Block means keep every tile a distribution-like summary: a pooled row still sums to the mean
-    row sum times the number of column blocks, and means over heads or layers commute with pooling.
+    Each pooled row of an attention map still sums to 1, so a sharp pattern keeps its brightness: a
+    previous-token diagonal at 512 tokens pooled 8:1 shows ~0.9 on the diagonal blocks, where block
+    means would dilute it to ~0.1. Pooling is linear, so means over heads or layers commute with it.
+    Computed one leading index at a time in float32 (a float16 or float32 input of any size is never
+    copied whole). Returns float32.
     """
-    out = np.asarray(a, dtype=np.float64)
-    for axis in (-2, -1):
-        n = out.shape[axis]
-        edges = pool_edges(n, max_cells)
-        if len(edges) - 1 < n:
-            shape = [1] * out.ndim
-            shape[axis] = -1
-            out = np.add.reduceat(out, edges[:-1], axis=axis) / np.diff(edges).reshape(shape)
-    return out.astype(np.float32)
+    a = np.asarray(a)
+    n_rows, n_cols = a.shape[-2:]
+    rows, cols = pool_edges(n_rows, max_cells), pool_edges(n_cols, max_cells)
+    row_sizes = np.diff(rows).astype(np.float32)[:, None]
+    lead = a.shape[:-2]
+    flat = a.reshape(-1, n_rows, n_cols)
+    out = np.empty((flat.shape[0], len(rows) - 1, len(cols) - 1), dtype=np.float32)
+    for k, matrix in enumerate(flat):
+        summed = np.add.reduceat(np.asarray(matrix, dtype=np.float32), cols[:-1], axis=-1)
+        out[k] = np.add.reduceat(summed, rows[:-1], axis=-2) / row_sizes
+    return out.reshape(*lead, len(rows) - 1, len(cols) - 1)
+
+
+MOSAIC_CELLS = 600_000  # uint8 cells of the mosaic: ~0.8 MB once base64-encoded, whatever the model
+
+
+def tile_cells(n_layers: int, n_heads: int, limit: int = 64) -> int:
+    """Cells per tile side so that the whole mosaic (with its mean row and column) stays within
+    MOSAIC_CELLS: 64 for MiniLM's 6 x 12 heads, 44 for SmolLM2's 30 x 9."""
+    return max(8, min(limit, math.isqrt(MOSAIC_CELLS // ((n_layers + 1) * (n_heads + 1))) - 1))
 
 
 def _pooled_labels(labels: list[str], max_cells: int) -> list[str]:
@@ -148,10 +163,10 @@ def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | 
     column is the mean over heads of each layer, the extra tile row the mean over layers of each head
     (and of the head means: the grand mean in the corner). Heads appear in `head_order` if given.
     """
-    a = np.asarray(attentions, dtype=np.float32)
+    a = np.asarray(attentions)
     if a.ndim != 4:
         raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
-    tiles = block_mean(a, max_cells)  # [L, H, t, s]
+    tiles = pool_tiles(a, max_cells)  # [L, H, t, s]
     if head_order is not None:
         tiles = tiles[:, list(head_order)]
     _, _, t, s = tiles.shape
@@ -161,6 +176,38 @@ def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | 
     padded[:, :t, :, :s] = tiles.transpose(0, 2, 1, 3)  # [L+1, t, H+1, s]
     rows, cols = padded.shape[0] * (t + 1), padded.shape[2] * (s + 1)
     return padded.reshape(rows, cols)[:-1, :-1]
+
+
+# Colour-bar ticks per scale, in attention units. The log scale starts at 0.01, the mosaic's resolution.
+MOSAIC_TICKS = {"linear": [0.0, 0.25, 0.5, 0.75, 1.0], "power": [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0],
+                "log": [0.01, 0.03, 0.1, 0.3, 1.0]}
+
+
+def _unscaled(position: float, scale: str) -> float:
+    """The weight in [0, 1] that a colour-scale position shows: power is gamma 0.5 (as the head
+    heatmap), log spans 0.01..1 (below one percent is the bottom colour)."""
+    if scale == "linear":
+        return position
+    if scale == "power":
+        return position**2
+    if scale == "log":
+        return 0.0 if position == 0 else 10 ** (2 * position - 2)
+    raise ValueError(f"scale must be 'linear', 'power' or 'log', got {scale!r}")
+
+
+def _dense(stops: list[list], per_step: int = 4) -> list[list]:
+    """Stops with `per_step` interpolated ones between each pair, so a bent scale stays smooth (plotly
+    interpolates linearly in z between stops)."""
+    from plotly.colors import find_intermediate_color, hex_to_rgb, label_rgb
+
+    rgb = [(p, hex_to_rgb(c) if c.startswith("#") else c) for p, c in stops]
+    dense = []
+    for (p0, c0), (p1, c1) in itertools.pairwise(rgb):
+        for k in range(per_step):
+            f = k / per_step
+            dense.append([p0 + f * (p1 - p0), label_rgb(find_intermediate_color(c0, c1, f))])
+    dense.append([rgb[-1][0], label_rgb(rgb[-1][1])])
+    return dense
 
 
 def quantize(grid: np.ndarray) -> np.ndarray:
@@ -197,24 +244,28 @@ def _check_kv_group(kv_group: list[int] | None, n_heads: int) -> tuple[list[int]
 def model_view(
     attentions: np.ndarray,
     kv_group: list[int] | None = None,
-    max_cells: int = 64,
+    max_cells: int | None = None,
     highlight: list[tuple[int, int]] | None = None,
     row_labels: list[str] | None = None,
     col_labels: list[str] | None = None,
     colorscale: str | list = "default",
+    scale: str = "linear",
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
-    One heatmap renders about 10x faster than a make_subplots grid (docs/architecture.md). Tiles are pooled by
-    block means to at most max_cells x max_cells; z is uint8 percent (see MOSAIC_LEVELS) on one absolute
-    scale, not per-tile maxima, so colours compare across heads and the hover can print the weight.
+    One heatmap renders about 10x faster than a make_subplots grid (docs/architecture.md). Tiles are
+    pooled (`pool_tiles`: mean over rows of the sum over columns) to at most max_cells x max_cells, by
+    default `tile_cells`, which bounds the figure's size; z is uint8 percent (see MOSAIC_LEVELS) on one
+    absolute scale, not per-tile maxima, so colours compare across heads and the hover can print the
+    weight. `scale` ("linear", "power", "log") bends the colour scale, not z, so the hover stays exact.
     `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with
     bands; `highlight` outlines (layer, head) tiles. `layout.meta` records pooling and the encoding.
     """
-    a = np.asarray(attentions, dtype=np.float32)
+    a = np.asarray(attentions)
     if a.ndim != 4:
         raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
     n_layers, n_heads, n_rows, n_cols = a.shape
+    max_cells = tile_cells(n_layers, n_heads) if max_cells is None else max_cells
     order, mark_groups = _check_kv_group(kv_group, n_heads)
     row_labels = [str(i) for i in range(n_rows)] if row_labels is None else list(row_labels)
     if col_labels is None:
@@ -236,12 +287,12 @@ def model_view(
         raise TypeError(f"model_view needs a COLORSCALES key or a stop list, got {colorscale!r}")
     # Real values 0..100 fill [0, 100/101]; the gap value 101 sits at 1, past a transparent step.
     edge = (MOSAIC_LEVELS + 0.5) / MOSAIC_GAP
-    scale = [[p * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in top]
-    scale += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
-    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
-    what = "mean weight of block" if pooled else "weight"
+    colors = [[_unscaled(p, scale) * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in _dense(top)]
+    colors += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
+    ticks = MOSAIC_TICKS[scale]
+    what = "row-mean of the weight summed over the block" if pooled else "weight"
     fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=scale, hoverongaps=False,
+        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=colors, hoverongaps=False,
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
         colorbar={"title": "attention", "tickvals": [v * MOSAIC_LEVELS for v in ticks],
                   "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300, "yanchor": "top", "y": 1},
@@ -258,7 +309,7 @@ def model_view(
             shapes.append(_rect(x0, x1, 4, 18, yref="paper", fillcolor=color, name=f"kv{g}", line={"width": 0},
                                 ysizemode="pixel", yanchor=1))
             annotations.append({"x": (x0 + x1) / 2, "y": 1, "xref": "x", "yref": "paper", "yshift": 28,
-                                "text": f"kv{g}", "showarrow": False, "font": {"size": 10}})
+                                "text": f"kv{g}", "showarrow": False, "font": {"size": 12, "color": "#222"}})
     for layer, head in highlight or []:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(f"highlight ({layer}, {head}) outside {n_layers} layers x {n_heads} heads")
@@ -271,8 +322,13 @@ def model_view(
     fig.add_trace(go.Scatter(
         x=[head_ticks[order.index(head)] for _, head in tiles], y=[layer_ticks[layer] for layer, _ in tiles],
         customdata=[list(tile) for tile in tiles],  # plain lists: typed arrays reach st.plotly_chart as dicts
-        mode="markers", name="select a head",
-        marker={"size": 14, "opacity": 0}, hoverinfo="none", showlegend=False,
+        mode="markers", name="select a head", showlegend=False,
+        # The point sits at the tile's centre, where it takes the hover: it names the head it opens.
+        hovertemplate="L%{customdata[0]} H%{customdata[1]}: click to open this head<extra></extra>",
+        # plotly's own selection styling marks the clicked head, with no figure sent again.
+        marker={"size": 14, "opacity": 0, "symbol": "circle-open", "color": HIGHLIGHT_COLOR,
+                "line": {"width": 3}},
+        selected={"marker": {"opacity": 1}}, unselected={"marker": {"opacity": 0}},
     ))
     # Wide mosaics get square cells (their height follows a ~900 px width). Tall ones (many layers, few
     # heads: SmolLM2 has 30 x 9) would leave a square-cell plot narrow and centred in a tall figure, so
@@ -290,7 +346,7 @@ def model_view(
         yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_names, "showgrid": False,
                "range": [len(y) - 0.5, -0.5], **yaxis_scale},
         meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
-              "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP},
+              "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP, "scale": scale},
     )
     return fig
 

@@ -82,7 +82,7 @@ def test_mean_row_and_column_equal_numpy_means():
     assert np.abs(tile(z, n_layers, 1, 7, 7).astype(int) - expected).max() <= 1
 
 
-def test_pooling_at_200_tokens_gives_block_means():
+def test_pooling_at_200_tokens_keeps_rows_summing_to_one():
     a = softmax_rows((2, 2, 200, 200), seed=3)
     fig = plots.model_view(a, max_cells=64)
     t, s = fig.layout.meta["tile"]
@@ -91,10 +91,38 @@ def test_pooling_at_200_tokens_gives_block_means():
 
     edges = plots.pool_edges(200, 64)
     assert edges[0] == 0 and edges[-1] == 200 and len(edges) - 1 == t
-    expected = np.array([[a[1, 0, r0:r1, c0:c1].mean() for c0, c1 in itertools.pairwise(edges)]
-                         for r0, r1 in itertools.pairwise(edges)])
-    np.testing.assert_allclose(tile(plots.mosaic(a, 64), 1, 0, t, s), expected, rtol=1e-5, atol=1e-8)
+    expected = np.array([[a[1, 0, r0:r1, c0:c1].sum(axis=1).mean() for c0, c1 in itertools.pairwise(edges)]
+                         for r0, r1 in itertools.pairwise(edges)])  # mean over rows of the block's row sums
+    np.testing.assert_allclose(tile(plots.mosaic(a, 64), 1, 0, t, s), expected, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(tile(fig.data[0].z, 1, 0, t, s), np.rint(expected * 100))
+    np.testing.assert_allclose(expected.sum(axis=1), 1.0, rtol=1e-5)  # still a distribution per row
+
+
+def test_pooling_keeps_a_previous_token_diagonal_visible():
+    """512 tokens pooled to 64 cells: a previous-token head stays bright (block means gave ~0.11)."""
+    a = np.zeros((1, 1, 512, 512), np.float16)
+    a[0, 0, 0, 0] = 1
+    a[0, 0, np.arange(1, 512), np.arange(0, 511)] = 1
+    pooled = plots.pool_tiles(a, 64)[0, 0]
+    assert pooled.dtype == np.float32 and np.diag(pooled).min() >= 0.85
+    np.testing.assert_allclose(pooled.sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_mosaic_size_is_bounded_for_any_model():
+    for n_layers, n_heads in [(6, 12), (30, 9), (12, 12), (32, 32)]:
+        t = plots.tile_cells(n_layers, n_heads)
+        assert (n_layers + 1) * (t + 1) * (n_heads + 1) * (t + 1) <= plots.MOSAIC_CELLS + 1
+    assert plots.tile_cells(6, 12) == 64 and plots.tile_cells(30, 9) >= 40
+
+
+@pytest.mark.parametrize("scale", ["power", "log"])
+def test_mosaic_scale_bends_colours_not_values(scale):
+    a = softmax_rows((2, 3, 6, 6), seed=1)
+    linear, bent = plots.model_view(a), plots.model_view(a, scale=scale)
+    np.testing.assert_array_equal(linear.data[0].z, bent.data[0].z)  # the hover still reads the weight
+    assert bent.layout.meta["scale"] == scale and linear.data[0].colorscale != bent.data[0].colorscale
+    ticks = [float(v) for v in bent.data[0].colorbar.ticktext]
+    assert ticks == plots.MOSAIC_TICKS[scale]
 
 
 def test_pooled_size_only_shrinks_long_inputs():

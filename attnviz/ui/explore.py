@@ -66,7 +66,7 @@ def render() -> None:
         st.warning(t("no_words"))
         return
     highlight = token_focus(trace)
-    model_view(view, trace, highlight, palette, view_key)
+    model_view(view, trace, highlight, palette, scale, view_key)
     head_detail(model.info, view_key, scale, palette)
     next_token_predictions(model, (source, text, text_b))
     parity_badge(model, text, text_b)
@@ -144,12 +144,12 @@ def token_focus(trace) -> list[tuple[int, int]]:
     return [(layer, head) for layer, head, _ in ranking[:5]]
 
 
-def model_view(view, trace, highlight, palette, view_key) -> None:
+def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     st.subheader(t("model_view"))
     st.caption(t("model_view_caption"))
     figure = models.cached_figure(
-        (*view_key, palette, tuple(highlight)),
-        lambda: plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight,
+        (*view_key, palette, scale, tuple(highlight)),
+        lambda: plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight, scale=scale,
                                  row_labels=view.labels, col_labels=view.labels, colorscale=palette),
     )
     meta = figure.layout.meta or {}
