@@ -45,16 +45,19 @@ def bench(model, lengths=(16, 64, 256), repeats: int = 15, warmup: int = 3) -> l
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
 
-    reference, tokenizer = hf.reference_model(model.info.path), hf.reference_tokenizer(model.info.path)
+    # Both sides on the model's device, each ending in numpy on the CPU.
+    device = model.info.device
+    reference = hf.reference_model(model.info.path).to(device)
+    tokenizer = hf.reference_tokenizer(model.info.path)
 
     def ours(text):
         return model.run(text).attentions
 
     def theirs(text):
         with torch.inference_mode():
-            enc = tokenizer(text, return_tensors="pt")
+            enc = tokenizer(text, return_tensors="pt").to(device)
             out = reference(**enc, output_attentions=True)
-            return torch.stack(out.attentions)[:, 0].numpy()
+            return torch.stack(out.attentions)[:, 0].cpu().numpy()
 
     rows = []
     for n in lengths:
@@ -74,6 +77,13 @@ def bench(model, lengths=(16, 64, 256), repeats: int = 15, warmup: int = 3) -> l
 
 
 def _timed(fn, text) -> float:
+    _synchronize()
     start = time.perf_counter()
     fn(text)
+    _synchronize()  # a GPU runs asynchronously: wait for it before reading the clock
     return time.perf_counter() - start
+
+
+def _synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()

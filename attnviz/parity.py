@@ -30,7 +30,9 @@ def check_parity(model, text: str, text_pair: str | None = None, reference=None)
     mask = torch.ones_like(ids)
     types = torch.tensor([enc.type_ids])
     ours = model.forward_encodings([enc], with_logits=False)
-    ref_attn, ref_hidden = hf.reference_outputs(reference, ids, mask, types)
+    device = next(reference.parameters()).device  # the reference may sit on another device than ours
+    ref_attn, ref_hidden = (x.float().cpu() for x in hf.reference_outputs(
+        reference, ids.to(device), mask.to(device), types.to(device)))
     our_attn = ours.attentions.float().cpu()
     return ParityReport(
         n_tokens=len(enc.ids),

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
+from attnviz.ui.common import guarded
 from attnviz.ui.learn import render
 
 st.set_page_config(page_title="attnviz · Learn", page_icon="🔍", layout="wide")
-render()
+guarded(render)()

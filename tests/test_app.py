@@ -137,17 +137,26 @@ def test_hostile_text_gives_a_message_or_a_view(app, text, message, level):
 
 def test_link_restores_the_view_and_bad_links_are_ignored():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"text": "Dogs bark loudly.", "layer": "4", "head": "11"})
+    view = {"text": "Dogs bark loudly.", "layer": "4", "head": "11", "level": "word", "scale": "log",
+            "palette": "blues", "threshold": "0.1"}
+    at.query_params.update(view)
     at.run()
     assert_clean(at)
     assert at.text_input(key="text").value == "Dogs bark loudly."
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (4, 11)
-    for bad in ({"layer": "abc", "head": "-1"}, {"layer": "99", "head": "500"}):
+    assert (at.radio(key="level").value, at.radio(key="scale").value, at.selectbox(key="palette").value,
+            at.slider(key="threshold").value) == ("word", "log", "blues", 0.1)
+    assert chart(at, "model_view")["layout"]["meta"]["scale"] == "log"  # the mosaic follows the scale too
+    assert {key: at.query_params[key] for key in view} == view  # and the URL keeps the whole view
+    for bad in ({"layer": "abc", "head": "-1", "level": "x", "scale": "<b>", "threshold": "0.9"},
+                {"layer": "99", "head": "500", "palette": "", "threshold": "1e-1"}):
         at = AppTest.from_file(APP, default_timeout=TIMEOUT)
         at.query_params.update(bad)
         at.run()
         assert_clean(at)
         assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (0, 0)
+        assert (at.radio(key="level").value, at.radio(key="scale").value, at.slider(key="threshold").value) == (
+            "token", "linear", 0.02)
 
 
 def test_language_and_model_survive_a_page_switch():

@@ -267,3 +267,24 @@ def test_markdown_escape_leaves_nothing_to_interpret():
     escaped = md(string.punctuation + "\nline")
     assert all(f"\\{c}" in escaped for c in string.punctuation) and "\n" not in escaped
     assert quote(md("plain words 123")) == quote("plain words 123")
+
+
+def test_an_unforeseen_error_shows_a_message_not_a_traceback():
+    """Community Cloud overrides showErrorDetails with a setting that shows tracebacks: the pages guard
+    themselves."""
+    at = AppTest.from_string(textwrap.dedent("""
+        import streamlit as st
+        from attnviz.ui.common import guarded
+
+        @guarded
+        def page():
+            st.write("before")
+            raise RuntimeError("secret detail at /srv/app/models")
+
+        page()
+        st.write("after")
+    """)).run()
+    assert not at.exception
+    shown = " ".join(str(e.value) for e in [*at.error, *at.markdown])
+    assert "Something went wrong" in shown and "secret" not in shown and "/srv" not in shown
+    assert "after" in shown  # the rest of the page still runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
@@ -17,13 +18,50 @@ from attnviz.ui.strings import LANGUAGES, translate
 
 log = logging.getLogger(__name__)
 
-# Widget keys that live in the URL, so a copied link reproduces the view, and what each may hold: a
-# hand-edited link may hold anything, and what does not match is ignored.
+# Widget keys that live in the URL, so a copied link reproduces the view, each with the parser of what it
+# may hold: a hand-edited link may hold anything, and a value that does not parse is ignored.
 INDEX = re.compile(r"[0-9]{1,4}", re.ASCII)  # isdigit() also accepts "²", which int() refuses
+FRACTION = re.compile(r"0(\.[0-9]{1,2})?", re.ASCII)
 MAX_TEXT = 20_000  # characters, as the text inputs' own max_chars
-QUERY_KEYS = {"model": 300, "text": MAX_TEXT, "text_b": MAX_TEXT, "layer": None, "head": None}
+MAX_MODEL = 300
+
+
+def _text(limit: int):
+    return lambda value: value if len(value) <= limit else None
+
+
+def _choice(*options: str):
+    return lambda value: value if value in options else None
+
+
+QUERY_KEYS = {
+    "model": _text(MAX_MODEL), "text": _text(MAX_TEXT), "text_b": _text(MAX_TEXT),
+    "layer": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "head": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "start": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "threshold": lambda v: float(v) if FRACTION.fullmatch(v) and float(v) <= 0.5 else None,
+    "level": _choice("token", "word"), "hide": lambda v: {"0": False, "1": True}.get(v),
+    "scale": _choice("linear", "power", "log"), "palette": _choice("default", "colorblind", "blues"),
+}
 # An absolute path in a message (a cache folder, a resolved model folder): never shown to visitors.
 _SERVER_PATH = re.compile(r"(?<![\w.:/-])(?:~|[A-Za-z]:)?[/\\][^\s'\"),;]+")
+
+
+def guarded(render):
+    """`render` (a page or a fragment) with every unforeseen error turned into a short message, its
+    traceback going to the server's log only. `client.showErrorDetails = "none"` does the same, but
+    Community Cloud overrides that setting with one that shows tracebacks. Streamlit's own rerun and
+    stop signals are BaseExceptions and pass through."""
+
+    @functools.wraps(render)
+    def run(*args, **kwargs):
+        try:
+            return render(*args, **kwargs)
+        except Exception:
+            log.exception("unexpected error in %s", render.__qualname__)
+            st.error(t("unexpected_error"))
+
+    return run
 
 
 def t(key: str, **values) -> str:
@@ -36,17 +74,10 @@ def restore_from_url() -> None:
         return
     st.session_state["_restored"] = True
     params = st.query_params
-    for key, max_length in QUERY_KEYS.items():
-        if key not in params:
-            continue
-        value = params[key]
-        if max_length is None:
-            if not INDEX.fullmatch(value):
-                continue
-            value = int(value)
-        elif len(value) > max_length:
-            continue
-        st.session_state[f"url_{key}"] = value
+    for key, parse in QUERY_KEYS.items():
+        value = parse(params[key]) if key in params else None
+        if value is not None:
+            st.session_state[f"url_{key}"] = value
 
 
 def url_value(key: str, default=None):
@@ -54,12 +85,19 @@ def url_value(key: str, default=None):
     return st.session_state.pop(f"url_{key}", default)
 
 
+def seed_from_url(key: str, default, url_key: str | None = None) -> None:
+    """Give widget `key` its value from the link (first run), else `default`, before it is drawn."""
+    if key not in st.session_state:
+        st.session_state[key] = url_value(url_key or key, default)
+
+
 def write_url(**values) -> None:
+    """Put values in the query string; None or "" removes a key, booleans are written 0/1."""
     for key, value in values.items():
         if value is None or value == "":
             st.query_params.pop(key, None)
         else:
-            st.query_params[key] = str(value)
+            st.query_params[key] = str(int(value)) if isinstance(value, bool) else str(value)
 
 
 def language_switch() -> None:
@@ -79,7 +117,7 @@ def pick_model_source() -> str:
             st.session_state["model_custom"] = from_url
     st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset")
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
-                          max_chars=QUERY_KEYS["model"])
+                          max_chars=MAX_MODEL)
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
 
 

@@ -10,7 +10,7 @@ import streamlit as st
 from attnviz import export, plots
 from attnviz.analysis import profile_head
 from attnviz.ui import models
-from attnviz.ui.common import public_message, session_id, sidebar, t, url_value, write_url
+from attnviz.ui.common import guarded, public_message, seed_from_url, session_id, sidebar, t, write_url
 from attnviz.ui.escape import md
 from attnviz.ui.widgets import word_pair_ranking
 
@@ -79,10 +79,8 @@ def over_budget(error) -> str:
 
 
 def sentence_inputs(model) -> tuple[str, str]:
-    if "text" not in st.session_state:
-        st.session_state["text"] = url_value("text", EXAMPLES[0])
-    if "text_b" not in st.session_state:
-        st.session_state["text_b"] = url_value("text_b", "")
+    seed_from_url("text", EXAMPLES[0])
+    seed_from_url("text_b", "")
 
     def use_example() -> None:
         st.session_state["text"] = st.session_state["example"]
@@ -93,6 +91,10 @@ def sentence_inputs(model) -> tuple[str, str]:
     text_b = ""
     if not model.info.causal:
         text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=20_000)
+    elif st.session_state.get("text_b", "").strip():
+        # Kept for when an encoder is chosen again: re-assigning keeps the state of an undrawn widget.
+        st.session_state["text_b"] = st.session_state["text_b"]
+        st.caption(t("sentence_b_dropped"))
     return text, text_b.strip()
 
 
@@ -126,14 +128,21 @@ def token_chips(trace) -> None:
 
 
 def view_options(trace):
+    for key, url_key, default in (("level", "level", "token"), ("hide_special", "hide", False),
+                                  ("scale", "scale", "linear"), ("palette", "palette", "default")):
+        seed_from_url(key, default, url_key)
     cols = st.columns(4)
     # Option labels stay the same in both languages: a widget whose options change is a new widget.
     level = cols[0].radio(t("level"), ["token", "word"], key="level", horizontal=True,
                           format_func=LEVEL_LABELS.get)
-    hide_special = cols[1].toggle(t("hide_special"), key="hide_special",
-                                  disabled=level == "word" or all(trace.special_mask) or not any(trace.special_mask))
+    why_not = (t("hide_special_word_level") if level == "word"
+               else t("hide_special_none") if not any(trace.special_mask) else None)
+    hide_special = cols[1].toggle(t("hide_special"), key="hide_special", disabled=why_not is not None,
+                                  help=why_not or t("hide_special_help")) and why_not is None
     scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True)
     palette = cols[3].selectbox(t("palette"), PALETTES, key="palette")
+    write_url(level=level if level != "token" else None, hide=hide_special or None,
+              scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None)
     return level, hide_special, scale, palette
 
 
@@ -173,6 +182,7 @@ def select_clicked_head(event) -> None:
 
 
 @st.fragment
+@guarded
 def head_detail(info, view_key, scale, palette) -> None:
     """One head in detail. A fragment: picking a layer, head, threshold or token reruns only this part,
     so the mosaic is neither rebuilt nor sent again."""
@@ -181,14 +191,14 @@ def head_detail(info, view_key, scale, palette) -> None:
     trace = models.run_text(*view_key[:3])
     n_layers, n_heads = view.attentions.shape[:2]
     for key, limit in (("layer", n_layers), ("head", n_heads)):
-        if key not in st.session_state:
-            st.session_state[key] = url_value(key, 0)
+        seed_from_url(key, 0)
         if not 0 <= st.session_state[key] < limit:  # a smaller model, or a stale link
             st.session_state[key] = 0
+    seed_from_url("threshold", 0.02)
     cols = st.columns([1, 1, 2, 2])
     layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer")
     head = cols[1].selectbox(t("head"), range(n_heads), key="head")
-    threshold = cols[2].slider(t("threshold"), 0.0, 0.5, 0.02, 0.01, key="threshold")
+    threshold = cols[2].slider(t("threshold"), 0.0, 0.5, step=0.01, key="threshold")
     window = token_window(len(view.labels))
     labels = view.labels[window]
     focus = cols[3].selectbox(
@@ -212,7 +222,8 @@ def head_detail(info, view_key, scale, palette) -> None:
     full = np.asarray(view.attentions[layer, head], dtype=np.float32)
     st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
                        file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
-    write_url(layer=layer, head=head)
+    write_url(layer=layer, head=head, threshold=threshold if threshold != 0.02 else None,
+              start=window.start or None)
 
 
 HEAD_WINDOW = 96  # tokens the head detail shows at once: beyond this, labels overlap and the figure grows
@@ -223,6 +234,8 @@ def token_window(n: int) -> slice:
     (rows and columns alike; the mosaic above always shows the whole input)."""
     if n <= HEAD_WINDOW:
         return slice(0, n)
+    seed_from_url("window_start", 0, "start")
+    st.session_state["window_start"] = min(st.session_state["window_start"], n - HEAD_WINDOW)
     start = st.slider(t("window"), 0, n - HEAD_WINDOW, key="window_start", step=1,
                       help=t("window_help", n=HEAD_WINDOW))
     return slice(start, start + HEAD_WINDOW)
@@ -248,6 +261,7 @@ def head_profile(trace, layer: int, head: int) -> None:
 
 
 @st.fragment
+@guarded
 def next_token_predictions(model, trace_key) -> None:
     if not model.info.causal or model.module.lm_head is None:
         return
@@ -263,6 +277,7 @@ def next_token_predictions(model, trace_key) -> None:
 
 
 @st.fragment
+@guarded
 def parity_badge(model, text, text_b) -> None:
     """Compare with Hugging Face's eager attention on this sentence: a heavy action (it loads HF's own
     model beside ours), so it takes the process's heavy-work slot and a share of the memory budget."""

@@ -45,6 +45,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "该输入目前超出服务器的内存预算（约需 {need:.2f} GB；预算 {budget:.1f} GB，已使用 {used:.2f} GB）。"
               "请尝试更短的文本，或稍后再试。",
     },
+    "unexpected_error": {"en": "Something went wrong on the server while drawing this part. It has been logged; "
+                                "try another input or reload the page.",
+                         "zh": "服务器在绘制这一部分时出错，已记录日志；请尝试其他输入或重新加载页面。"},
     "busy": {"en": "You already have a long task running; wait for it to finish.",
              "zh": "你已有一个耗时任务在运行，请等待其完成。"},
     "waiting_slot": {"en": "Waiting for the server: another visitor's long task is running…",
@@ -102,7 +105,18 @@ STRINGS: dict[str, dict[str, str]] = {
     "tokens": {"en": "Tokens", "zh": "词元"},
     "no_words": {"en": "The text has no words to show at word level.", "zh": "该文本在词粒度下没有可显示的词。"},
     "level": {"en": "Level", "zh": "粒度"},
-    "hide_special": {"en": "Hide special tokens (rows renormalised)", "zh": "隐藏特殊词元（行重新归一化）"},
+    "hide_special": {"en": "Hide special tokens", "zh": "隐藏特殊词元"},
+    "hide_special_help": {"en": "Drop [CLS]/[SEP]/BOS rows and columns and renormalise each row over the "
+                                "remaining tokens.",
+                          "zh": "去掉 [CLS]/[SEP]/BOS 的行和列，并在其余词元上重新归一化每一行。"},
+    "hide_special_word_level": {"en": "Not at word level: special tokens belong to no word, so words never show "
+                                      "them.",
+                                "zh": "词粒度下不可用：特殊词元不属于任何词，词视图本就不显示它们。"},
+    "hide_special_none": {"en": "This input has no special tokens (this tokenizer adds none).",
+                          "zh": "该输入没有特殊词元（该分词器不添加特殊词元）。"},
+    "sentence_b_dropped": {"en": "Sentence B is not used: a decoder reads one text. It comes back with an "
+                                 "encoder model.",
+                           "zh": "未使用 Sentence B：解码器只读取一段文本。切换回编码器模型时会恢复。"},
     "scale": {"en": "Colour scale", "zh": "颜色刻度"},
     "palette": {"en": "Palette", "zh": "配色"},
     "model_view": {"en": "All heads", "zh": "所有注意力头"},
@@ -165,8 +179,9 @@ STRINGS: dict[str, dict[str, str]] = {
     "download_npz": {"en": "Trace (NPZ, full precision)", "zh": "完整数据（NPZ，全精度）"},
     "download_json": {"en": "Trace (JSON, 4 decimals)", "zh": "完整数据（JSON，4 位小数）"},
     "download_csv": {"en": "This head (CSV)", "zh": "当前头（CSV）"},
-    "share": {"en": "The URL holds the model, sentence, layer and head: copy it to share this view.",
-              "zh": "网址中包含模型、句子、层和头：复制网址即可分享当前视图。"},
+    "share": {"en": "The URL holds the whole view (model, sentences, level, scale, palette, layer, head, "
+                    "threshold): copy it to share this view.",
+              "zh": "网址中包含整个视图（模型、句子、粒度、刻度、配色、层、头、阈值）：复制网址即可分享当前视图。"},
     # Head Finder page
     "finder_title": {"en": "Head Finder", "zh": "注意力头查找器"},
     "finder_caption": {
