@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import subprocess
@@ -60,12 +61,12 @@ def launch_chromium(playwright):
 
 
 # JavaScript: does the mosaic (the plotly chart with layout.meta.tile) show `word`? The layer-0 row labels
-# ("L0 from 3:the") spell the text token by token; joined without spaces they contain every word, even
-# one split into word pieces or single bytes.
+# ("L0 from 3:the") spell the text token by token; joined without spaces, "##" word-piece marks and
+# "[1/3]" byte-piece marks, they contain every word, even one split into word pieces or single bytes.
 GRID_HAS = """word => [...document.querySelectorAll('.js-plotly-plot')].some(gd => {
     if (!(gd.layout && gd.layout.meta && gd.layout.meta.tile && gd.data && gd.data[0])) return false;
     const text = (gd.data[0].y || []).map(String).filter(label => label.startsWith('L0 from '))
-        .map(label => label.replace(/^L0 from [^:]*:/, '')).join('').replace(/[\\s␣]/g, '');
+        .map(label => label.replace(/^L0 from [^:]*:/, '')).join('').replace(/[\\s␣]|##|\\[\\d+\\/\\d+\\]/g, '');
     return text.includes(word);
 })"""
 
@@ -77,3 +78,72 @@ TILE_CENTRE = """([layer, head]) => {
     const box = gd.getBoundingClientRect();
     return [xa.l2p(xa.d2l(pick.x[k])) + xa._offset + box.left, ya.l2p(ya.d2l(pick.y[k])) + ya._offset + box.top];
 }"""
+
+
+# ---- additions for the load test and the server benchmark (tests/load_driver.py, benchmarks/bench_server.py)
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass
+class StreamlitServer:
+    url: str
+    pid: int
+    process: subprocess.Popen
+    app_dir: Path
+    log_path: Path | None
+
+
+@contextlib.contextmanager
+def streamlit_app(app_dir: Path = ROOT, script: str = "app.py", timeout: float = 120.0,
+                  extra_args: tuple[str, ...] = (), env: dict | None = None):
+    """Like `streamlit_server`, for any app tree: `streamlit run DIR/app.py` with cwd and PYTHONPATH set to
+    DIR, this same python, headless, on a free port. Yields a `StreamlitServer` (url, pid of the server)."""
+    app_dir = Path(app_dir).resolve()
+    port = free_port()
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    log_path = artifacts / f"streamlit-{port}.log"
+    log = open(log_path, "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(app_dir / script), "--server.headless=true",
+         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", *extra_args],
+        cwd=app_dir, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(app_dir), **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not become healthy (log: {log_path})")
+            time.sleep(0.5)
+        yield StreamlitServer(url=url, pid=process.pid, process=process, app_dir=app_dir, log_path=log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+        log.close()
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (all its threads), from /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": fields[0] is the state (field 3)
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14 and 15
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process (VmRSS in /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
