@@ -1,9 +1,14 @@
-"""attnviz: the Explore page (streamlit run app.py)."""
+"""attnviz: the entry point (streamlit run app.py). It names the pages, in the visitor's language, and
+runs the chosen one; Explore is the default."""
 
 import streamlit as st
 
-from attnviz.ui.common import guarded
-from attnviz.ui.explore import render
+from attnviz.ui.common import guarded, t
+from attnviz.ui.explore import render as explore
 
 st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
-guarded(render)()
+st.navigation([
+    st.Page(guarded(explore), title=t("page_explore"), icon="🔍", url_path="explore", default=True),
+    st.Page("pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),
+    st.Page("pages/2_Learn.py", title=t("page_learn"), icon="📖"),
+]).run()

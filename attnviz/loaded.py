@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from attnviz.model import ForwardOutput, Transformer
 from attnviz.trace import AttentionTrace, align_tokens_to_words, split_words
 
 TOP_K = 5
+
+
+def _byte_of_char() -> dict[str, int]:
+    """GPT-2's bytes_to_unicode, reversed: byte-level BPE writes each byte as a printable character."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = {b: chr(b) for b in printable}
+    shifted = (b for b in range(256) if b not in chars)
+    chars |= {b: chr(256 + n) for n, b in enumerate(shifted)}
+    return {c: b for b, c in chars.items()}
+
+
+_BYTE_OF_CHAR = _byte_of_char()
 
 
 @dataclass(frozen=True)
@@ -88,8 +101,8 @@ class LoadedModel:
         return traces
 
     @torch.inference_mode()
-    def next_tokens(self, trace: AttentionTrace, position: int, k: int = TOP_K) -> list[tuple[str, float]]:
-        """The k likeliest next tokens after `position` of a decoder trace, as (text, probability)."""
+    def next_tokens(self, trace: AttentionTrace, position: int, k: int = TOP_K) -> list[tuple[str, float, int]]:
+        """The k likeliest next tokens after `position` of a decoder trace, as (text, probability, id)."""
         if self.module.lm_head is None:
             raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
         weight = self.module.lm_head.weight
@@ -97,8 +110,17 @@ class LoadedModel:
         hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
         probs = torch.softmax(self.module.lm_head(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
-        texts = self.tokenizer.decode_batch([[i] for i in top.indices.tolist()], skip_special_tokens=False)
-        return list(zip(texts, top.values.tolist()))
+        ids = top.indices.tolist()
+        texts = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
+        return list(zip(texts, top.values.tolist(), ids))
+
+    def token_bytes(self, token_id: int) -> bytes | None:
+        """The bytes a byte-level BPE token stands for (GPT-2's byte-to-character map, reversed), or None
+        for a token of another kind of vocabulary."""
+        token = self.tokenizer.id_to_token(token_id)
+        if token is None or any(c not in _BYTE_OF_CHAR for c in token):
+            return None
+        return bytes(_BYTE_OF_CHAR[c] for c in token)
 
     def encode(self, text: str, text_pair: str | None = None):
         """The tokenizer's encoding (ids, offsets, specials), truncated to max_tokens."""
@@ -116,6 +138,28 @@ class LoadedModel:
             types[b, : len(e.ids)] = torch.tensor(e.type_ids)
         device = self.info.device
         return self.module(ids.to(device), mask.to(device), types.to(device), with_logits=with_logits)
+
+    @torch.inference_mode()
+    def run_ids(self, ids: list[list[int]]) -> np.ndarray:
+        """Attentions float32 [B, L, H, T, T] for token ids fed as given: no tokenizer, no special tokens
+        added, no padding (every sequence has the same length T <= info.max_tokens). Used by the head
+        detectors (`attnviz.analysis.detectors`)."""
+        lengths = {len(seq) for seq in ids}
+        if not ids or lengths == {0}:
+            raise ValueError("no token ids to run")
+        if len(lengths) > 1:
+            raise ValueError(f"run_ids takes sequences of one length, got lengths {sorted(lengths)}")
+        width = lengths.pop()
+        if width > self.info.max_tokens:
+            raise ValueError(f"{width} tokens exceed this model's limit of {self.info.max_tokens}")
+        tensor = torch.tensor(ids, dtype=torch.long)
+        vocab = self.config.vocab_size
+        if bool(((tensor < 0) | (tensor >= vocab)).any()):
+            raise ValueError(f"token ids must lie in 0..{vocab - 1}")
+        device = self.info.device
+        mask, types = torch.ones_like(tensor), torch.zeros_like(tensor)  # as forward_encodings, unpadded
+        out = self.module(tensor.to(device), mask.to(device), types.to(device), with_logits=False)
+        return out.attentions.transpose(0, 1).float().cpu().numpy()  # L, B, H, T, T -> B, L, H, T, T
 
     def _trace(self, enc, text, pair, attentions, hidden) -> AttentionTrace:
         texts = (text,) if pair is None else (text, pair)

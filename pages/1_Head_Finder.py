@@ -5,5 +5,5 @@ import streamlit as st
 from attnviz.ui.common import guarded
 from attnviz.ui.head_finder import render
 
-st.set_page_config(page_title="attnviz · Head Finder", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="attnviz · Head Finder", layout="wide")
 guarded(render)()

@@ -5,5 +5,5 @@ import streamlit as st
 from attnviz.ui.common import guarded
 from attnviz.ui.learn import render
 
-st.set_page_config(page_title="attnviz · Learn", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="attnviz · Learn", layout="wide")
 guarded(render)()

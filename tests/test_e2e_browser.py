@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -77,7 +78,7 @@ def test_special_characters_show_as_typed_in_a_shared_link(page):
               f"&text={quote(SPECIAL)}")
     page.wait_for_selector("[data-testid=stApp]")
     page.wait_for_function(GRID_HAS, arg="zebra", timeout=120_000)
-    chips = page.evaluate(CHIP_TEXTS)
+    chips = [re.sub(r"^##", "", chip) for chip in page.evaluate(CHIP_TEXTS)]  # "##": a word continues
     assert "".join(chips[1:-1]) == "".join(SPECIAL.split())  # [CLS] ... [SEP]
     for selector in ("a[href*='evil']", ".katex", "[data-testid=stMain] code", "[data-testid=stHtml] em",
                      "[data-testid=stHtml] i", "[data-testid=stHtml] del", "[data-testid=stSidebar] strong",

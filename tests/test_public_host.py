@@ -110,7 +110,7 @@ def _llama_70b_folder(folder: Path) -> Path:
 
 
 REFUSE_70B = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     import attnviz
     from attnviz.loading import ModelTooLarge
     try:
@@ -118,7 +118,9 @@ REFUSE_70B = textwrap.dedent("""
         outcome = "loaded"
     except ModelTooLarge as error:
         outcome = f"refused: needs {{error.need / 1e9:.0f}} GB"
-    print(json.dumps({{"outcome": outcome, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+    # VmHWM, not getrusage's ru_maxrss: that one keeps the parent's peak across fork and exec.
+    peak_kb = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+    print(json.dumps({{"outcome": outcome, "max_rss_mb": peak_kb / 1024}}))
 """)
 
 

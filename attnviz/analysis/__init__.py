@@ -4,6 +4,7 @@ Works on `AttentionTrace` objects only (numpy, the standard library and `attnviz
 model, and never mutates its input; `runner.score_model` takes any object with `.run(text)`.
 """
 
+from attnviz.analysis.detectors import detect_heads
 from attnviz.analysis.items import (
     FORMATS,
     PRONOUNS,
@@ -58,6 +59,7 @@ __all__ = [
     "ScoreAccumulator",
     "conllu_items",
     "detect_format",
+    "detect_heads",
     "parse_conllu",
     "parse_conllu_sentences",
     "parse_items",

@@ -10,6 +10,48 @@ from attnviz.analysis.profile import special_tokens
 from attnviz.analysis.scoring import word_attention_matrix
 from attnviz.trace import AttentionTrace
 
+WHITESPACE_SIGNS = {" ": "␣", "\n": "⏎", "\r": "␍", "\t": "⇥"}
+
+
+def token_labels(trace: AttentionTrace) -> list[str]:
+    """How each token reads on the page (display only: `trace.tokens` keeps the contract's text).
+
+    - Byte pieces of one character (several tokens sharing one character span, as byte-level BPE
+      splits a Chinese character) show which piece they are: "猫[1/3]", "猫[2/3]", "猫[3/3]".
+    - A piece that continues the word of the token before it, with nothing between them, shows "##"
+      before it, as BERT's vocabulary writes it: "un ##bel ##ie ##va ##bly".
+    """
+    labels = list(trace.tokens)
+    spans, words = trace.offsets, trace.word_of_token
+    start = 0
+    while start < len(labels):
+        end = start + 1
+        while end < len(labels) and spans[end] == spans[start] and spans[start][0] < spans[start][1]:
+            end += 1
+        if end - start > 1:
+            for k in range(start, end):
+                labels[k] = f"{trace.tokens[k]}[{k - start + 1}/{end - start}]"
+        start = end
+    for i in range(1, len(labels)):
+        (s, _), (_, previous_end) = spans[i], spans[i - 1]
+        same_word = words[i] is not None and words[i] == words[i - 1]
+        if same_word and s == previous_end and spans[i] != spans[i - 1] and s > 0:
+            labels[i] = "##" + labels[i]
+    return labels
+
+
+def visible_token(text: str, token_bytes: bytes | None = None) -> str:
+    """A decoded token as a table shows it: spaces and line breaks as signs, and a piece of a character
+    (decoding gives U+FFFD) as its bytes, e.g. "⟨e7 8c⟩"."""
+    if "\ufffd" in text and token_bytes is not None:
+        return "⟨" + " ".join(f"{b:02x}" for b in token_bytes) + "⟩"
+    if text.strip() == text:
+        return text
+    core = text.strip()
+    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+    sign = lambda part: "".join(WHITESPACE_SIGNS.get(c, "␣") for c in part)  # noqa: E731
+    return sign(lead) + core + sign(trail) if core else sign(text)
+
 
 @dataclass(frozen=True)
 class AttentionView:
@@ -37,7 +79,7 @@ def attention_view(trace: AttentionTrace, level: str = "token", hide_special: bo
         return AttentionView(words, [trace.words[w] for w in kept], "word")
     if level != "token":
         raise ValueError(f"level must be 'token' or 'word', got {level!r}")
-    attentions, labels = trace.attentions, list(trace.tokens)
+    attentions, labels = trace.attentions, token_labels(trace)
     special = special_tokens(trace)
     if hide_special and special.any():
         keep = np.flatnonzero(~special)

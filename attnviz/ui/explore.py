@@ -9,6 +9,7 @@ import streamlit as st
 
 from attnviz import export, plots
 from attnviz.analysis import profile_head
+from attnviz.analysis.views import token_labels, visible_token
 from attnviz.ui import models
 from attnviz.ui.common import guarded, public_message, seed_from_url, session_id, sidebar, t, write_url
 from attnviz.ui.escape import md
@@ -112,7 +113,7 @@ def input_notices(model, trace) -> None:
 def token_chips(trace) -> None:
     """Tokens as chips with their ids; every piece of text is escaped, so markup in the input stays text."""
     chips = []
-    for token, token_id, special in zip(trace.tokens, trace.input_ids, trace.special_mask):
+    for token, token_id, special in zip(token_labels(trace), trace.input_ids, trace.special_mask):
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
         # escape_label's own entities (for plotly) would be escaped twice and show as "&lt;".
         shown = html.escape(token if special or token.strip() else plots.escape_label(token))
@@ -269,11 +270,12 @@ def next_token_predictions(model, trace_key) -> None:
     if trace.hidden is None:
         return
     st.subheader(t("predictions"))
+    labels = token_labels(trace)
     position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
-                            format_func=lambda i: f"{i}: {trace.tokens[i]}", key="prediction_position")
+                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position")
     rows = model.next_tokens(trace, position)
-    st.dataframe({"token": [text for text, _ in rows],  # a dataframe shows text as text
-                  "probability": [round(p, 4) for _, p in rows]}, hide_index=True)
+    st.dataframe({t("column_token"): [visible_token(text, model.token_bytes(i)) for text, _, i in rows],
+                  t("column_probability"): [round(p, 4) for _, p, _ in rows]}, hide_index=True)
 
 
 @st.fragment

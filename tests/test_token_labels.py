@@ -1,0 +1,34 @@
+"""How tokens read on the page (display only): byte pieces, word pieces, whitespace, partial bytes."""
+
+from __future__ import annotations
+
+from attnviz.analysis.views import attention_view, token_labels, visible_token
+
+
+def test_byte_pieces_of_one_character_say_which_piece(smollm):
+    trace = smollm.run("猫")  # byte-level BPE: the character's three UTF-8 bytes, one span
+    labels = token_labels(trace)
+    assert trace.tokens.count("猫") >= 2  # the contract's tokens: the same text each time
+    pieces = [label for label in labels if label.startswith("猫")]
+    n = len(pieces)
+    assert pieces == [f"猫[{k}/{n}]" for k in range(1, n + 1)]
+    assert attention_view(trace).labels == labels  # axes and hovers read the same labels
+
+
+def test_word_pieces_show_how_they_join(minilm):
+    trace = minilm.run("unbelievably good")
+    labels = token_labels(trace)
+    pieces = labels[1:-2]  # [CLS] ... good [SEP]
+    assert len(pieces) > 1 and all(p.startswith("##") for p in pieces[1:]) and not pieces[0].startswith("##")
+    assert "".join(p.removeprefix("##") for p in pieces) == "unbelievably"
+    assert labels[-2] == "good" and trace.tokens == minilm.run("unbelievably good").tokens
+
+
+def test_predicted_tokens_show_whitespace_and_bytes(smollm):
+    assert visible_token(" the") == "␣the" and visible_token("\n") == "⏎" and visible_token("cat") == "cat"
+    cat_bytes = "猫".encode()
+    ids = smollm.encode("猫").ids
+    pieces = [smollm.token_bytes(i) for i in ids]
+    assert b"".join(pieces) == cat_bytes  # the byte map reverses the tokenizer's
+    shown = visible_token(smollm.tokenizer.decode([ids[0]]), pieces[0])
+    assert shown.startswith("⟨") and "\ufffd" not in shown
