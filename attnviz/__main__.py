@@ -1,4 +1,4 @@
-"""Command line: `python -m attnviz {parity,bench,probe} --model SOURCE ...`."""
+"""Command line: `python -m attnviz {parity,bench,probe,heads} --model SOURCE ...`."""
 
 from __future__ import annotations
 
@@ -53,11 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--sep", default=" ", help='word separator for --conllu ("" for Chinese)')
     probe.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
     probe.add_argument("--batch-size", type=_positive_int, default=32)
+    probe.add_argument("--sink-aware", action="store_true",
+                       help="for decoders: word 0 (the first token's attention sink) is no candidate of a "
+                            "head's argmax; the first-word baseline is reported beside")
+
+    heads = commands.add_parser("heads", help="previous-token, duplicate-token and induction scores of every head")
+    heads.add_argument("--model", required=True)
+    heads.add_argument("--n", type=int, default=50, help="random tokens per copy (>= 2); sequences are 2n long")
+    heads.add_argument("--sequences", type=int, default=4, help="how many random sequences to average over")
+    heads.add_argument("--seed", type=int, default=0, help="seed of numpy's default_rng")
+    heads.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        return {"parity": _parity, "bench": _bench, "probe": _probe}[args.command](args)
+        return {"parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -106,6 +116,45 @@ def _probe(args) -> int:
     from attnviz.probe import run_probe_command
 
     return run_probe_command(args)
+
+
+def _heads(args) -> int:
+    import time
+
+    from attnviz.analysis.detectors import DETECTORS, detect_heads, top_heads
+
+    if args.n < 2:
+        raise ValueError(f"--n must be >= 2, got {args.n}")
+    if args.sequences < 1:
+        raise ValueError(f"--sequences must be >= 1, got {args.sequences}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    start = time.perf_counter()
+    print(f"loading {args.model} ...", file=sys.stderr)
+    model = attnviz.load(args.model)
+    loaded = time.perf_counter()
+    if 2 * args.n > model.info.max_tokens:
+        raise ValueError(f"2n = {2 * args.n} tokens exceed this model's limit of {model.info.max_tokens}"
+                         f" (use --n <= {model.info.max_tokens // 2})")
+
+    def progress(done: int, total: int) -> None:
+        print(f"sequence {done}/{total}", file=sys.stderr)
+
+    scores = detect_heads(model, n=args.n, sequences=args.sequences, seed=args.seed, progress=progress)
+    end = time.perf_counter()
+    print(f"load {loaded - start:.1f} s, detectors {end - loaded:.1f} s", file=sys.stderr)
+    if args.json:
+        grids = {name: [[round(float(v), 4) for v in row] for row in scores[name]] for name in DETECTORS}
+        print(json.dumps({"model": args.model, "n": args.n, "sequences": args.sequences, "seed": args.seed,
+                          **grids}))
+        return 0
+    info = model.info
+    print(f"{args.model}: {info.n_layers} layers x {info.n_heads} heads, {args.sequences} sequences of"
+          f" {args.n} random tokens repeated twice (seed {args.seed})")
+    for name in DETECTORS:
+        best = ", ".join(f"L{layer}H{head} {score:.3f}" for layer, head, score in top_heads(scores[name]))
+        print(f"{name:16s} top 5 (layer, head, 0-based): {best}")
+    return 0
 
 
 if __name__ == "__main__":

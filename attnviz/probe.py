@@ -37,17 +37,25 @@ def read_items(probes: str | None = None, conllu: str | None = None, winobias: s
 
 
 def format_table(result: dict) -> str:
-    """A readable summary: per relation, the best head of each direction against the baselines."""
-    lines = [f"model: {result['model']}",
-             f"{'relation':18s} {'n':>6s} {'skip':>5s}  {'direction':17s} {'best head':>9s} {'acc':>6s}"
-             f" {'offset':>6s} {'off.acc':>7s} {'first':>6s}"]
+    """A readable summary: per relation, the best head of each direction against the baselines.
+
+    `scor` is the number of items a head can get right in that direction (fewer than n for a causal
+    model, which cannot look ahead); a direction with none says so instead of naming a best head."""
+    rule = "sink-aware (word 0 is no candidate)" if result.get("sink_aware") else "default"
+    lines = [f"model: {result['model']}  scoring: {rule}",
+             f"{'relation':18s} {'n':>6s} {'skip':>5s} {'scor':>5s}  {'direction':17s} {'best head':>9s}"
+             f" {'acc':>6s} {'offset':>6s} {'off.acc':>7s} {'first':>6s}"]
     for relation, block in result["relations"].items():
         for direction in ("source_to_target", "target_to_source"):
             best, base = block["best"][direction], block["baselines"][direction]
+            scorable = block.get("n_scorable", {}).get(direction, block["n"])
             head = f"L{best['layer']}H{best['head']}" if best else "-"
+            row = f"{relation:18s} {block['n']:6d} {block['n_skipped']:5d} {scorable:5d}  {direction:17s} "
+            if block["n"] > 0 and scorable == 0:
+                lines.append(row + "impossible for a causal model (the gold word never precedes the read word)")
+                continue
             lines.append(
-                f"{relation:18s} {block['n']:6d} {block['n_skipped']:5d}  {direction:17s} {head:>9s} "
-                f"{_pct(best and best['accuracy']):>6s} {_offset(base['best_offset']):>6s} "
+                row + f"{head:>9s} {_pct(best and best['accuracy']):>6s} {_offset(base['best_offset']):>6s} "
                 f"{_pct(base['best_offset_accuracy']):>7s} {_pct(base['first_word_accuracy']):>6s}"
             )
     return "\n".join(lines)
@@ -66,8 +74,10 @@ def run_probe_command(args) -> int:
 
     items = read_items(args.probes, args.conllu, args.winobias, args.sep, args.relation)
     model = attnviz.load(args.model)
-    scores = score_model(model, items, batch_size=args.batch_size, progress=_progress_bar(len(items)))
-    result = to_json(args.model, scores)
+    sink_aware = bool(getattr(args, "sink_aware", False))
+    scores = score_model(model, items, batch_size=args.batch_size, progress=_progress_bar(len(items)),
+                         sink_aware=sink_aware)
+    result = to_json(args.model, scores, sink_aware=sink_aware)
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 

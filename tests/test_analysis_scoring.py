@@ -47,7 +47,7 @@ def tokenize(item: ProbeItem, pieces: list[int], specials: bool = True, keep_wor
     return tokens, offsets, sequence_ids
 
 
-def make_trace(tokens, offsets, sequence_ids, attentions, words=(), text=None) -> AttentionTrace:
+def make_trace(tokens, offsets, sequence_ids, attentions, words=(), text=None, causal=None) -> AttentionTrace:
     n_tokens = len(tokens)
     assert attentions.shape[2:] == (n_tokens, n_tokens)
     return AttentionTrace(
@@ -62,6 +62,7 @@ def make_trace(tokens, offsets, sequence_ids, attentions, words=(), text=None) -
         truncated=False,
         texts=() if text is None else (text,),
         special_mask=[s is None for s in sequence_ids],
+        metadata={} if causal is None else {"causal": causal},
     )
 
 
@@ -108,15 +109,18 @@ def loop_word_attention(attentions, word_of_token, n_words):
     return out
 
 
-def loop_predict(row, i):
+def loop_predict(row, i, sink_aware=False):
     best, best_value = None, 0.0
     for j, value in enumerate(row):
+        if sink_aware and j == 0:  # sink-aware: word 0 is no candidate
+            continue
         if j != i and value > best_value:  # strict: the first index keeps ties; 0 is no prediction
             best, best_value = j, value
     return best
 
 
-def loop_scores(traces, items):
+def loop_scores(traces, items, sink_aware=False):
+    """The rule by plain loops; a causal trace scores an item in a direction only if gold < read."""
     result = {}
     for trace, item in zip(traces, items):
         entry = result.setdefault(
@@ -127,6 +131,7 @@ def loop_scores(traces, items):
                 "hits": {},
                 "offsets": {"s2t": [], "t2s": []},
                 "first": {"s2t": 0, "t2s": 0},
+                "scorable": {"s2t": 0, "t2s": 0},
             },
         )
         word_of_token = loop_word_of_token(trace.offsets, trace.sequence_ids, item.word_spans)
@@ -138,9 +143,12 @@ def loop_scores(traces, items):
         n_layers, n_heads = trace.attentions.shape[:2]
         for name, read, gold in (("s2t", item.source, item.target), ("t2s", item.target, item.source)):
             hits = entry["hits"].setdefault(name, [[0] * n_heads for _ in range(n_layers)])
+            if trace.metadata.get("causal") is True and gold > read:
+                continue
+            entry["scorable"][name] += 1
             for layer in range(n_layers):
                 for head in range(n_heads):
-                    if loop_predict(attn[layer][head][read], read) == gold:
+                    if loop_predict(attn[layer][head][read], read, sink_aware) == gold:
                         hits[layer][head] += 1
             entry["offsets"][name].append(gold - read)
             entry["first"][name] += gold == 0
@@ -165,18 +173,24 @@ SENTENCES = [
 ]
 
 
-def build_case(seed=0):
+def build_case(seed=0, causal=False):
+    """Traces and random items; `causal`: decoder-like traces (no BOS, lower-triangular, metadata)."""
     rng = np.random.default_rng(seed)
     traces, items = [], []
     for index, (sentence, pieces) in enumerate(SENTENCES):
         words = sentence.split()
         n = len(words)
         base = ProbeItem("r", tuple(words), 0, 1)
-        tokens, offsets, sequence_ids = tokenize(base, pieces, keep_words=n - 1 if index == 0 else None)
-        attentions = random_attentions(rng, 3, 4, len(tokens))
-        attentions[0, 0] = 1.0 / len(tokens)  # a uniform head: ties everywhere, first index wins
+        tokens, offsets, sequence_ids = tokenize(base, pieces, specials=not causal,
+                                                 keep_words=n - 1 if index == 0 else None)
+        attentions = random_attentions(rng, 3, 4, len(tokens), causal=causal)
+        if not causal:
+            attentions[0, 0] = 1.0 / len(tokens)  # a uniform head: ties everywhere, first index wins
         attentions[2, 3] = random_attentions(rng, 1, 1, len(tokens), causal=True)[0, 0]
-        trace = make_trace(tokens, offsets, sequence_ids, attentions, text=base.text)
+        attentions[1, 1, :, 0] += 5.0  # a sink head: token 0 takes most of every row
+        attentions[1, 1] /= attentions[1, 1].sum(-1, keepdims=True)
+        trace = make_trace(tokens, offsets, sequence_ids, attentions, text=base.text,
+                           causal=True if causal else None)
         for k in range(3 * n):
             source, target = (int(x) for x in rng.choice(n, size=2, replace=False))
             items.append(ProbeItem(["nsubj", "obj", "amod"][k % 3], tuple(words), source, target))
@@ -204,6 +218,141 @@ def test_scorer_equals_plain_loops():
             assert baseline.best_offset == offset
             assert baseline.best_offset_accuracy == count / entry["n"]
             assert baseline.first_word_accuracy == entry["first"][name] / entry["n"]
+
+
+def old_rule_json(traces, items, model="m"):
+    """The probe JSON of the rule before n_scorable / sink_aware existed, by plain loops: every item
+    counts in both directions, over n."""
+    relations = {}
+    for relation, entry in loop_scores(traces, items).items():
+        block = {"n": entry["n"], "n_skipped": entry["n_skipped"], "best": {}, "baselines": {}}
+        for name, direction in (("s2t", "source_to_target"), ("t2s", "target_to_source")):
+            hits = entry["hits"][name]
+            block[direction] = [[round(h / entry["n"], 4) for h in row] for row in hits]
+            flat = [h for row in hits for h in row]
+            layer, head = divmod(flat.index(max(flat)), len(hits[0]))
+            block["best"][direction] = {"layer": layer, "head": head,
+                                        "accuracy": round(hits[layer][head] / entry["n"], 4)}
+            offset, count = loop_best_offset(entry["offsets"][name])
+            block["baselines"][direction] = {"best_offset": offset,
+                                             "best_offset_accuracy": round(count / entry["n"], 4),
+                                             "first_word_accuracy": round(entry["first"][name] / entry["n"], 4)}
+        relations[relation] = block
+    return {"model": model, "relations": relations}
+
+
+@pytest.mark.parametrize("seed", [0, 9])
+def test_encoder_json_is_the_old_rule(seed):
+    """Encoders (no causal trace) keep today's numbers exactly: the new fields only add keys."""
+    traces, items = build_case(seed)
+    out = to_json("m", score_items(traces, items))
+    expected = old_rule_json(traces, items)
+    for block in out["relations"].values():
+        assert block.pop("n_scorable") == dict.fromkeys(scoring.DIRECTIONS, block["n"])
+        assert block.pop("sink_aware") is False
+    assert out.pop("sink_aware") is False
+    assert out == expected
+    # a trace that says it is not causal is an encoder too, even with a lower-triangular head
+    for trace in traces:
+        trace.metadata = {"causal": False}
+    assert to_json("m", score_items(traces, items)) == to_json("m", score_items(*build_case(seed)))
+
+
+@pytest.mark.parametrize("sink_aware", [False, True])
+def test_causal_traces_equal_plain_loops(sink_aware):
+    traces, items = build_case(seed=10, causal=True)
+    scores = score_items(traces, items, sink_aware=sink_aware)
+    expected = loop_scores(traces, items, sink_aware=sink_aware)
+    for relation, entry in expected.items():
+        score = scores[relation]
+        assert score.sink_aware is sink_aware
+        for name, direction in (("s2t", "source_to_target"), ("t2s", "target_to_source")):
+            n_scorable = entry["scorable"][name]
+            assert score.n_scorable[direction] == n_scorable
+            assert 0 < n_scorable < entry["n"]  # random items: both word orders occur
+            hits = np.array(entry["hits"][name])
+            np.testing.assert_array_equal(score.correct[direction], hits)
+            np.testing.assert_array_equal(score.accuracy[direction], hits / n_scorable)
+            baseline = score.baselines[direction]
+            scorable_offsets = [k for k in entry["offsets"][name] if k < 0]  # gold before read
+            assert (baseline.best_offset, baseline.best_offset_accuracy * n_scorable) == pytest.approx(
+                loop_best_offset(scorable_offsets))
+
+
+def causal_forward_case():
+    """A decoder trace (no BOS) and items whose gold word always follows the source word."""
+    words = ("dogs", "that", "bark", "rarely", "bite", ".")
+    items = [ProbeItem("sv", words, 0, 4), ProbeItem("sv", words, 2, 4), ProbeItem("sv", words, 1, 3)]
+    tokens, offsets, sequence_ids = tokenize(items[0], [2, 1, 1, 2, 1, 1], specials=False)
+    attentions = random_attentions(np.random.default_rng(11), 2, 3, len(tokens), causal=True)
+    return make_trace(tokens, offsets, sequence_ids, attentions, text=items[0].text, causal=True), items
+
+
+def test_direction_impossible_for_a_causal_model():
+    """source -> target never looks back here: no grid, no best head, no baselines; the other
+    direction is scored over all items."""
+    from attnviz.probe import format_table
+
+    trace, items = causal_forward_case()
+    score = score_items([trace] * 3, items)["sv"]
+    assert score.n == 3 and score.n_scorable == {"source_to_target": 0, "target_to_source": 3}
+    assert score.impossible("source_to_target") and not score.impossible("target_to_source")
+    assert score.best["source_to_target"] is None
+    assert score.best["target_to_source"] is not None
+    out = to_json("m", {"sv": score})
+    block = out["relations"]["sv"]
+    assert block["source_to_target"] is None and block["best"]["source_to_target"] is None
+    assert block["baselines"]["source_to_target"] == {"best_offset": None, "best_offset_accuracy": None,
+                                                      "first_word_accuracy": None}
+    assert len(block["target_to_source"]) == 2 and block["n_scorable"]["target_to_source"] == 3
+    json.dumps(out, allow_nan=False)
+    table = format_table(out)
+    assert "impossible for a causal model" in table
+    assert "L0H0" not in table.splitlines()[2]  # the source_to_target row names no head
+    # the same attentions without the causal flag: every item is scored, the old way
+    trace.metadata = {}
+    plain = score_items([trace] * 3, items)["sv"]
+    assert plain.n_scorable == {"source_to_target": 3, "target_to_source": 3}
+    assert plain.best["source_to_target"] == scoring.BestHead(0, 0, 0.0)
+
+
+def sink_case():
+    """A causal trace where token 0 takes 0.6 of every row and the rest goes mostly to a gold word."""
+    words = ("the", "cook", "who", "won", "smiles")
+    gold_of = {1: 0, 2: 1, 3: 1, 4: 1}  # row word -> the word it should point to
+    items = [ProbeItem("sv", words, 4, 1), ProbeItem("sv", words, 3, 1), ProbeItem("sv", words, 1, 0)]
+    tokens, offsets, sequence_ids = tokenize(items[0], [1, 1, 1, 1, 1], specials=False)
+    attention = np.zeros((5, 5), dtype=np.float32)
+    attention[0, 0] = 1.0
+    for i in range(1, 5):
+        attention[i, 0] += 0.6
+        attention[i, gold_of[i]] += 0.3
+        attention[i, i] += 0.1
+    previous = np.eye(5, k=-1, dtype=np.float32)  # a previous-word head
+    previous[0, 0] = 1.0
+    attentions = np.stack([attention, previous])[None]  # 1 layer x 2 heads
+    return make_trace(tokens, offsets, sequence_ids, attentions, text=items[0].text, causal=True), items
+
+
+def test_sink_aware_scoring_skips_the_first_word():
+    """Default rule: the sink (word 0) wins every row. Sink-aware: the next-largest word is read; an item
+    whose gold word is word 0 counts wrong, and the first-word baseline reports their share."""
+    trace, items = sink_case()
+    plain = score_items([trace] * 3, items)["sv"]
+    aware = score_items([trace] * 3, items, sink_aware=True)["sv"]
+    s2t = "source_to_target"
+    assert plain.n_scorable[s2t] == aware.n_scorable[s2t] == 3
+    np.testing.assert_array_equal(plain.correct[s2t][0], [1, 1])  # only "cook -> the" (word 0) is right
+    np.testing.assert_array_equal(aware.correct[s2t][0], [2, 0])  # head 0 finds "cook"; word 0 is out
+    assert aware.best[s2t] == scoring.BestHead(0, 0, 2 / 3)
+    assert plain.baselines[s2t] == aware.baselines[s2t]  # baselines do not depend on the rule
+    assert aware.baselines[s2t].first_word_accuracy == 1 / 3
+    word_attn = word_attention(trace, items[0].word_spans)
+    assert (predictions(word_attn)[0, 0, 1:] == 0).all()
+    np.testing.assert_array_equal(predictions(word_attn, sink_aware=True)[0, 0], [-1, -1, 1, 1, 1])
+    out = to_json("m", {"sv": aware})
+    assert out["sink_aware"] is True and out["relations"]["sv"]["sink_aware"] is True
+    assert to_json("m", {"sv": plain})["sink_aware"] is False
 
 
 def test_word_attention_equals_plain_loops_exactly():
@@ -340,13 +489,16 @@ def test_mismatched_inputs_raise():
 def test_to_json_has_exactly_the_design_keys():
     traces, items = build_case()
     out = to_json("some/model", score_items(traces, items))
-    assert set(out) == {"model", "relations"}
-    assert out["model"] == "some/model"
+    assert set(out) == {"model", "sink_aware", "relations"}
+    assert out["model"] == "some/model" and out["sink_aware"] is False
     assert list(out["relations"]) == ["nsubj", "obj", "amod"]
     directions = {"source_to_target", "target_to_source"}
     for block in out["relations"].values():
-        assert set(block) == {"n", "n_skipped", "source_to_target", "target_to_source", "best", "baselines"}
+        assert set(block) == {"n", "n_skipped", "source_to_target", "target_to_source", "best", "baselines",
+                              "n_scorable", "sink_aware"}
         assert isinstance(block["n"], int) and isinstance(block["n_skipped"], int)
+        assert block["n_scorable"] == dict.fromkeys(directions, block["n"])  # an encoder scores every item
+        assert block["sink_aware"] is False
         for direction in directions:
             grid = block[direction]
             assert len(grid) == 3 and all(len(row) == 4 for row in grid)

@@ -246,3 +246,15 @@ def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):
     at.text_input(key="text").input("Dogs bark.").run()  # a rerun does not try the hub again
     assert_clean(at)
     assert f"Could not get {md('nobody/no-such-model-xyz')}" in " ".join(e.value for e in at.error)
+
+
+def test_head_detectors_grids_and_profile(app):
+    app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
+    app.button(key="detectors_run").click().run()
+    assert_clean(app)
+    grids = {name: z_array(chart(app, f"detector_{name}")["data"][0])
+             for name in ("previous_token", "duplicate_token", "induction")}
+    assert all(grid.shape == (6, 12) for grid in grids.values())
+    assert grids["previous_token"][0, 2] > 0.9  # MiniLM's L0 H2 attends to the previous token
+    profile = next(d.value for d in app.dataframe if "previous-token" in d.value.columns)
+    assert set(profile.columns) >= {"previous-token", "duplicate-token", "induction"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from attnviz.__main__ import main
-from tests.conftest import MINILM, require_data
+from tests.conftest import MINILM, SMOLLM, require_data, require_offline
 
-KEYS = {"n", "n_skipped", "source_to_target", "target_to_source", "best", "baselines"}
+KEYS = {"n", "n_skipped", "source_to_target", "target_to_source", "best", "baselines", "n_scorable", "sink_aware"}
 
 
 def test_probe_json_on_winobias(minilm, capsys):
@@ -16,6 +16,8 @@ def test_probe_json_on_winobias(minilm, capsys):
     out = json.loads(capsys.readouterr().out)
     block = out["relations"]["coreference"]
     assert out["model"] == MINILM and set(block) == KEYS
+    assert out["sink_aware"] is False and block["sink_aware"] is False
+    assert block["n_scorable"] == {"source_to_target": block["n"], "target_to_source": block["n"]}  # encoder
     assert block["n"] + block["n_skipped"] == 396
     assert len(block["source_to_target"]) == 6 and len(block["source_to_target"][0]) == 12
     best = block["best"]["source_to_target"]
@@ -46,3 +48,32 @@ def test_probe_errors_are_clear(capsys, tmp_path):
     assert "line 2" in capsys.readouterr().err
     assert main(["probe", "--model", MINILM, "--probes", "builtin:en", "--relation", "nope"]) == 2
     assert "no items with relation 'nope'" in capsys.readouterr().err
+
+
+def test_probe_sink_aware_flag_and_impossible_direction_on_a_decoder(smollm, capsys, tmp_path, monkeypatch):
+    """SmolLM2 is causal: subject -> later verb cannot be scored (null grid, no best head, the table
+    says why); `--sink-aware` is recorded in the JSON and changes the other direction's grid."""
+    import attnviz
+
+    require_offline(SMOLLM)
+    monkeypatch.setattr(attnviz, "load", lambda source, *args, **kwargs: smollm)  # loaded once per session
+    probes = tmp_path / "sv.jsonl"
+    rows = [("The dog barks .", 1, 2), ("My old friends live here .", 2, 3), ("The keys are lost .", 1, 2),
+            ("A girl with two cats sings .", 1, 5)]
+    probes.write_text("".join(json.dumps({"relation": "sv", "words": text.split(), "source": s, "target": t})
+                              + "\n" for text, s, t in rows))
+    outs = {}
+    for flag in ([], ["--sink-aware"]):
+        assert main(["probe", "--model", SMOLLM, "--probes", str(probes), "--json", *flag]) == 0
+        outs[bool(flag)] = json.loads(capsys.readouterr().out)
+    for sink_aware, out in outs.items():
+        block = out["relations"]["sv"]
+        assert out["sink_aware"] is sink_aware and block["sink_aware"] is sink_aware
+        assert block["n"] == 4 and block["n_scorable"] == {"source_to_target": 0, "target_to_source": 4}
+        assert block["source_to_target"] is None and block["best"]["source_to_target"] is None
+        assert len(block["target_to_source"]) == 30 and block["best"]["target_to_source"] is not None
+        assert block["baselines"]["target_to_source"]["first_word_accuracy"] == 0.0
+    assert outs[True]["relations"]["sv"]["target_to_source"] != outs[False]["relations"]["sv"]["target_to_source"]
+    assert main(["probe", "--model", SMOLLM, "--probes", str(probes), "--sink-aware"]) == 0
+    table = capsys.readouterr().out
+    assert "impossible for a causal model" in table and "scoring: sink-aware" in table

@@ -29,11 +29,12 @@ def score_model(
     items: Sequence[ProbeItem],
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
+    sink_aware: bool = False,
 ) -> dict[str, RelationScore]:
     """Scores of every relation in `items` (order of first appearance) for `model`.
 
     `progress(done, total)` is called with counts of distinct texts, once before the first batch and
-    after every batch.
+    after every batch. `sink_aware`: word 0 is no candidate of a head's argmax (see `scoring`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -41,7 +42,7 @@ def score_model(
     for item in items:
         by_text.setdefault(item.text, []).append(item)
     texts = sorted(by_text, key=len)  # similar lengths share a batch: less padding
-    accumulator = ScoreAccumulator(item.relation for item in items)
+    accumulator = ScoreAccumulator((item.relation for item in items), sink_aware=sink_aware)
     if progress is not None:
         progress(0, len(texts))
     for start in range(0, len(texts), batch_size):

@@ -16,6 +16,14 @@ Choices docs/architecture.md leaves open:
   negative k (the left neighbour, where most heads of English look). First-word predicts word 0,
   which is impossible when the read word is word 0 itself (j != i): that item counts wrong.
 - A relation with no scored item gets NaN accuracies, no best head and no baselines (`null` in JSON).
+- Causal traces (`trace.metadata["causal"] is True`): an item is scorable in a direction only when
+  its gold word precedes the read word; accuracy and baselines of that direction count scorable items
+  only (`n_scorable`). Every item of an encoder is scorable, so encoder numbers are those of the plain
+  rule. A direction with no scorable item (but scored items) has no grid (`null`), no best head and
+  no baselines: no head of a causal model can get it right.
+- `sink_aware=True` (opt-in, meant for decoders): word 0 is no candidate of the argmax, so a head
+  whose largest weight is the first token's attention sink predicts its next-largest word. Items
+  whose gold word is word 0 then count wrong; the first-word baseline, reported beside, is their share.
 """
 
 from __future__ import annotations
@@ -57,6 +65,12 @@ class RelationScore:
     correct: dict[str, np.ndarray]
     best: dict[str, BestHead | None]
     baselines: dict[str, Baseline]
+    n_scorable: dict[str, int] = field(default_factory=dict)  # per direction; == n for encoders
+    sink_aware: bool = False
+
+    def impossible(self, direction: str) -> bool:
+        """True when items were scored but none can be in `direction` (a causal model cannot look ahead)."""
+        return self.n > 0 and self.n_scorable.get(direction, self.n) == 0
 
     @property
     def source_to_target(self) -> np.ndarray:
@@ -133,11 +147,15 @@ def word_attention(
     return word_attention_matrix(self_attentions(trace), word_of_token, n_words)
 
 
-def predictions(word_attn: np.ndarray) -> np.ndarray:
-    """[L, H, n] int: each head's predicted word for every word i (argmax over j != i); -1 = none."""
+def predictions(word_attn: np.ndarray, sink_aware: bool = False) -> np.ndarray:
+    """[L, H, n] int: each head's predicted word for every word i (argmax over j != i); -1 = none.
+
+    `sink_aware` also drops word 0 from the candidates (the first token's attention sink)."""
     n = word_attn.shape[-1]
     masked = word_attn.copy()
     masked[..., np.arange(n), np.arange(n)] = -np.inf
+    if sink_aware:
+        masked[..., 0] = -np.inf
     predicted = masked.argmax(axis=-1)  # first index on ties
     best = np.take_along_axis(masked, predicted[..., None], axis=-1)[..., 0]
     return np.where(best > 0, predicted, -1)
@@ -181,18 +199,20 @@ class _Counts:
     correct: dict[str, np.ndarray] = field(default_factory=dict)
     offsets: dict[str, Counter] = field(default_factory=lambda: {d: Counter() for d in DIRECTIONS})
     first_word: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
+    scorable: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
 
 
 class ScoreAccumulator:
     """Scores items trace by trace, so a long run need not keep every trace in memory.
 
     `add(trace, items)` takes the items of one trace (all run on the same text); W and the predictions
-    are computed once per distinct word segmentation of that text.
+    are computed once per distinct word segmentation of that text. `sink_aware`: see the module doc.
     """
 
-    def __init__(self, relations: Iterable[str] = ()) -> None:
+    def __init__(self, relations: Iterable[str] = (), sink_aware: bool = False) -> None:
         self._counts: dict[str, _Counts] = {}
         self._shape: tuple[int, int] | None = None
+        self.sink_aware = bool(sink_aware)
         for relation in relations:
             self._relation(relation)
 
@@ -211,6 +231,7 @@ class ScoreAccumulator:
     def add(self, trace: AttentionTrace, items: Iterable[ProbeItem]) -> None:
         attentions = self_attentions(trace)
         self._check_shape(attentions)
+        causal = (trace.metadata or {}).get("causal") is True
         cache: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, set[int]]] = {}
         for item in items:
             if trace.texts and trace.texts[0] != item.text:
@@ -221,7 +242,7 @@ class ScoreAccumulator:
             if key not in cache:
                 word_of_token = align_tokens_to_words(trace.offsets, trace.sequence_ids, item.word_spans)
                 word_attn = word_attention_matrix(attentions, word_of_token, len(item.words))
-                cache[key] = (predictions(word_attn), {w for w in word_of_token if w is not None})
+                cache[key] = (predictions(word_attn, self.sink_aware), {w for w in word_of_token if w is not None})
             predicted, has_token = cache[key]
             counts = self._relation(item.relation)
             if item.source not in has_token or item.target not in has_token:
@@ -232,6 +253,9 @@ class ScoreAccumulator:
                 ("source_to_target", item.source, item.target),
                 ("target_to_source", item.target, item.source),
             ):
+                if causal and gold > read:  # the read word's row cannot see a later word
+                    continue
+                counts.scorable[direction] += 1
                 hit = predicted[:, :, read] == gold  # [L, H]
                 if direction in counts.correct:
                     counts.correct[direction] += hit
@@ -242,20 +266,22 @@ class ScoreAccumulator:
 
     def result(self) -> dict[str, RelationScore]:
         shape = self._shape or (0, 0)
-        return {relation: _finish(relation, counts, shape) for relation, counts in self._counts.items()}
+        return {relation: _finish(relation, counts, shape, self.sink_aware)
+                for relation, counts in self._counts.items()}
 
 
-def _finish(relation: str, counts: _Counts, shape: tuple[int, int]) -> RelationScore:
+def _finish(relation: str, counts: _Counts, shape: tuple[int, int], sink_aware: bool = False) -> RelationScore:
     accuracy, correct, best, baselines = {}, {}, {}, {}
     for direction in DIRECTIONS:
         hits = counts.correct.get(direction, np.zeros(shape, dtype=np.int64)).copy()
         correct[direction] = hits
-        if counts.n == 0:
+        n_scorable = counts.scorable[direction]  # == counts.n unless a causal trace made items unscorable
+        if n_scorable == 0:
             accuracy[direction] = np.full(shape, np.nan)
             best[direction] = None
             baselines[direction] = Baseline(None, None, None)
             continue
-        accuracy[direction] = hits / counts.n
+        accuracy[direction] = hits / n_scorable
         flat = int(np.argmax(hits))  # first max in row-major order
         layer, head = divmod(flat, shape[1])
         best[direction] = BestHead(layer, head, float(accuracy[direction][layer, head]))
@@ -264,13 +290,16 @@ def _finish(relation: str, counts: _Counts, shape: tuple[int, int]) -> RelationS
         )
         baselines[direction] = Baseline(
             best_offset=int(offset),
-            best_offset_accuracy=offset_count / counts.n,
-            first_word_accuracy=counts.first_word[direction] / counts.n,
+            best_offset_accuracy=offset_count / n_scorable,
+            first_word_accuracy=counts.first_word[direction] / n_scorable,
         )
-    return RelationScore(relation, counts.n, counts.n_skipped, accuracy, correct, best, baselines)
+    return RelationScore(relation, counts.n, counts.n_skipped, accuracy, correct, best, baselines,
+                         n_scorable=dict(counts.scorable), sink_aware=sink_aware)
 
 
-def score_items(traces: Sequence[AttentionTrace], items: Sequence[ProbeItem]) -> dict[str, RelationScore]:
+def score_items(
+    traces: Sequence[AttentionTrace], items: Sequence[ProbeItem], sink_aware: bool = False
+) -> dict[str, RelationScore]:
     """Score every item with its trace (`traces[k]` was run on `items[k].text`), grouped by relation.
 
     Relations come in order of first appearance in `items`. Pass the same trace object for items of
@@ -281,7 +310,7 @@ def score_items(traces: Sequence[AttentionTrace], items: Sequence[ProbeItem]) ->
     groups: dict[int, tuple[AttentionTrace, list[ProbeItem]]] = {}
     for trace, item in zip(traces, items):
         groups.setdefault(id(trace), (trace, []))[1].append(item)
-    accumulator = ScoreAccumulator(item.relation for item in items)
+    accumulator = ScoreAccumulator((item.relation for item in items), sink_aware=sink_aware)
     for trace, group in groups.values():
         accumulator.add(trace, group)
     return accumulator.result()
@@ -301,15 +330,22 @@ def _grid(values: np.ndarray) -> list[list[float | None]]:
     return [[_number(v) for v in row] for row in values]
 
 
-def to_json(model_name: str, scores: dict[str, RelationScore]) -> dict:
-    """The docs/architecture.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based."""
+def to_json(model_name: str, scores: dict[str, RelationScore], sink_aware: bool | None = None) -> dict:
+    """The docs/architecture.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based.
+
+    A direction no item can be scored in (causal model) has `null` instead of a grid. `sink_aware`
+    (top level) defaults to the scores' own option."""
+    if sink_aware is None:
+        sink_aware = any(score.sink_aware for score in scores.values())
     relations = {}
     for relation, score in scores.items():
         relations[relation] = {
             "n": int(score.n),
             "n_skipped": int(score.n_skipped),
-            "source_to_target": _grid(score.accuracy["source_to_target"]),
-            "target_to_source": _grid(score.accuracy["target_to_source"]),
+            "source_to_target": None if score.impossible("source_to_target")
+            else _grid(score.accuracy["source_to_target"]),
+            "target_to_source": None if score.impossible("target_to_source")
+            else _grid(score.accuracy["target_to_source"]),
             "best": {
                 direction: None
                 if best is None
@@ -324,5 +360,7 @@ def to_json(model_name: str, scores: dict[str, RelationScore]) -> dict:
                 }
                 for direction, baseline in ((d, score.baselines[d]) for d in DIRECTIONS)
             },
+            "n_scorable": {d: int(score.n_scorable.get(d, score.n)) for d in DIRECTIONS},
+            "sink_aware": bool(score.sink_aware),
         }
-    return {"model": model_name, "relations": relations}
+    return {"model": model_name, "sink_aware": bool(sink_aware), "relations": relations}

@@ -70,6 +70,7 @@ def render() -> None:
     model_view(view, trace, highlight, palette, scale, view_key)
     head_detail(model.info, view_key, scale, palette)
     next_token_predictions(model, (source, text, text_b))
+    head_detectors(model, source)
     parity_badge(model, text, text_b)
     exports(model, text, text_b)
     write_url(model=source, text=text, text_b=text_b)
@@ -219,7 +220,7 @@ def head_detail(info, view_key, scale, palette) -> None:
     )
     right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
                        key="head_view", width="stretch")
-    head_profile(trace, layer, head)
+    head_profile(trace, layer, head, models.detector_scores(view_key[0]))
     full = np.asarray(view.attentions[layer, head], dtype=np.float32)
     st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
                        file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
@@ -242,7 +243,7 @@ def token_window(n: int) -> slice:
     return slice(start, start + HEAD_WINDOW)
 
 
-def head_profile(trace, layer: int, head: int) -> None:
+def head_profile(trace, layer: int, head: int, detectors: dict | None = None) -> None:
     """What kind of head this is, in numbers (Clark et al. 2019 sec. 3; Voita et al. 2019)."""
     stats = profile_head(trace, layer, head)
     st.markdown(f"**{t('profile')}**")
@@ -258,6 +259,7 @@ def head_profile(trace, layer: int, head: int) -> None:
         t("profile_self"): round(stats["self"], 3),
         t("profile_punctuation"): round(stats["punctuation"], 3),
         t("profile_positional"): positional,
+        **{t(f"detector_{name}"): round(float(grid[layer, head]), 3) for name, grid in (detectors or {}).items()},
     }], hide_index=True)
 
 
@@ -276,6 +278,36 @@ def next_token_predictions(model, trace_key) -> None:
     rows = model.next_tokens(trace, position)
     st.dataframe({t("column_token"): [visible_token(text, model.token_bytes(i)) for text, _, i in rows],
                   t("column_probability"): [round(p, 4) for _, p, _ in rows]}, hide_index=True)
+
+
+@st.fragment
+@guarded
+def head_detectors(model, name: str) -> None:
+    """Previous-token, duplicate-token and induction heads (Olsson et al. 2022), found on repeated random
+    tokens: a heavy action, run once per model for everyone, on request."""
+    with st.expander(t("detectors_title")):
+        st.caption(t("detectors_caption"))
+        scores = models.detector_scores(name)
+        if scores is None:
+            if not st.button(t("detectors_run"), key="detectors_run"):
+                return
+            st.button(t("cancel"), key="detectors_cancel")  # pressing it reruns, which stops the run
+            bar = st.progress(0.0, text=t("waiting_slot"))
+            try:
+                with models.heavy_slot(session_id()):
+                    scores = models.detect(model, name, progress=lambda done, total: bar.progress(
+                        done / total, text=t("detectors_progress", done=done, total=total)))
+            except models.Busy:
+                st.warning(t("busy"))
+                return
+            except models.OverBudget as error:
+                st.error(over_budget(error))
+                return
+            finally:
+                bar.empty()
+        for column, (detector, grid) in zip(st.columns(len(scores)), scores.items()):
+            column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}")), key=f"detector_{detector}",
+                                width="stretch")
 
 
 @st.fragment

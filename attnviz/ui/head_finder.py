@@ -47,9 +47,12 @@ def render() -> None:
     chosen = [item for item in items if item.relation == relation]
     st.caption(t("items_counted", n=len(chosen), relation=md(relation), sentences=len({i.text for i in chosen}),
                  total=len({i.text for i in items})))
-    result_key = f"{source}|{items_key}|{relation}"
+    # Sink-aware scoring is offered for decoders only (docs/architecture.md, "Scoring rule").
+    sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
+                                                         help=t("sink_aware_help"))
+    result_key = f"{source}|{items_key}|{relation}|{sink_aware}"
     if st.button(t("run_probe"), key="run_probe", type="primary"):
-        result = score(model, source, chosen, relation)
+        result = score(model, source, chosen, relation, sink_aware)
         if result is not None:
             st.session_state["finder_result"] = (result_key, result)
     stored = st.session_state.get("finder_result")
@@ -88,7 +91,7 @@ def choose_items():
         return [], None
 
 
-def score(model, source: str, items, relation: str) -> dict | None:
+def score(model, source: str, items, relation: str, sink_aware: bool = False) -> dict | None:
     """The docs/architecture.md JSON block of this relation: the same numbers as `python -m attnviz probe
     --json`. A heavy action: it waits for the process's heavy-work slot, shows its progress, holds a
     share of the memory budget, and stops when the visitor presses Cancel (any rerun stops it)."""
@@ -100,7 +103,7 @@ def score(model, source: str, items, relation: str) -> dict | None:
     try:
         with models.heavy_slot(session_id()), models.reserve(BATCH_BYTES, keep_model=source):
             scores = score_model(model, items, batch_size=batch_size, progress=lambda done, total: bar.progress(
-                done / max(total, 1), text=t("scoring", done=done, n=total)))
+                done / max(total, 1), text=t("scoring", done=done, n=total)), sink_aware=sink_aware)
     except models.Busy:
         st.warning(t("busy"))
         return None
@@ -112,63 +115,118 @@ def score(model, source: str, items, relation: str) -> dict | None:
     return to_json(source, scores)["relations"][relation]
 
 
+def impossible(block: dict, direction: str) -> bool:
+    """Items were scored but none can be in this direction: a causal model cannot look ahead."""
+    return block["n"] > 0 and block.get("n_scorable", {}).get(direction, block["n"]) == 0
+
+
+def _value(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def show_scores(model, block: dict, items, relation: str, result_key: str) -> None:
     direction_names = {"source_to_target": t("direction_s2t"), "target_to_source": t("direction_t2s")}
+    if block.get("sink_aware"):
+        st.info(t("sink_aware_on"))
     cols = st.columns(2)
     for col, direction in zip(cols, DIRECTIONS):
+        if impossible(block, direction):
+            col.warning(t("direction_impossible", direction=direction_names[direction]))
+            continue
         grid = np.array(block[direction], dtype=float)
-        best = block["best"][direction]
+        best, base = block["best"][direction], block["baselines"][direction]
         figure = plots.score_grid(grid, f"{relation}: {direction_names[direction]}",
                                   best=(best["layer"], best["head"]) if best else None)
         col.plotly_chart(figure, key=f"score_grid_{direction}", width="stretch")
+        col.caption(t("grid_caption", scorable=block.get("n_scorable", {}).get(direction, block["n"]),
+                      n=block["n"], best=f"L{best['layer']} H{best['head']}" if best else "-",
+                      accuracy=_value(best and best["accuracy"]), first=_value(base["first_word_accuracy"]),
+                      offset="-" if base["best_offset"] is None else f"{base['best_offset']:+d}",
+                      offset_accuracy=_value(base["best_offset_accuracy"])))
     st.subheader(t("best_heads"))
     rows = []
-    for direction in DIRECTIONS:
+    possible = [d for d in DIRECTIONS if not impossible(block, d)]
+    for direction in possible:
         best, base = block["best"][direction], block["baselines"][direction]
         rows.append({
             "direction": direction_names[direction],
+            "scorable items": block.get("n_scorable", {}).get(direction, block["n"]),
             "best head": f"L{best['layer']} H{best['head']}" if best else "-",
             "accuracy": best and best["accuracy"],
+            "first-word accuracy": base["first_word_accuracy"],
             "best offset": base["best_offset"],
             "offset accuracy": base["best_offset_accuracy"],
-            "first-word accuracy": base["first_word_accuracy"],
         })
     st.dataframe(rows, hide_index=True)
     st.caption(f"n = {block['n']}, skipped = {block['n_skipped']}")
-    best = block["best"]["source_to_target"]
-    if best:
-        examples_for_head(model, items, best["layer"], best["head"], result_key)
+    possible = [d for d in possible if block["best"][d]]
+    if not possible:
+        return
+    direction = st.radio(t("examples_direction"), possible, horizontal=True, key="finder_example_direction",
+                         format_func=direction_names.get) if len(possible) > 1 else possible[0]
+    best = block["best"][direction]
+    examples_for_head(model, items, direction, best["layer"], best["head"], result_key,
+                      bool(block.get("sink_aware")))
 
 
-def example_traces(model, pool, result_key: str):
-    """Traces of the example pool, run once per scoring result (not on every rerun of the page)."""
+def example_traces(model, pool, pool_key: str):
+    """Traces of the example pool, run once per scoring result and direction (not on every rerun)."""
     stored = st.session_state.get("finder_examples")
-    if not stored or stored[0] != result_key:
-        stored = (result_key, model.run_batch([item.text for item in pool]))
+    if not stored or stored[0] != pool_key:
+        stored = (pool_key, model.run_batch([item.text for item in pool]))
         st.session_state["finder_examples"] = stored
     return stored[1]
 
 
-def examples_for_head(model, items, default_layer: int, default_head: int, result_key: str) -> None:
+def read_and_gold(item, direction: str) -> tuple[int, int]:
+    return (item.source, item.target) if direction == "source_to_target" else (item.target, item.source)
+
+
+def scorable(item, direction: str, causal: bool) -> bool:
+    """A causal model's row cannot see a later word: the gold word must come first (the scoring rule)."""
+    read, gold = read_and_gold(item, direction)
+    return not causal or gold < read
+
+
+def mark_cells(figure, read: int, gold: int, guess: int) -> None:
+    """Outline the gold cell and the attended (argmax) cell of the read word's row. The heatmap's axes
+    are categorical, so category k sits at coordinate k."""
+    cells = [("gold", gold, plots.LINE_COLOR, "solid"), ("attended", guess, plots.HIGHLIGHT_COLOR, "dot")]
+    for name, column, color, dash in cells:
+        if column < 0:
+            continue
+        figure.add_shape(type="rect", xref="x", yref="y", x0=column - 0.5, x1=column + 0.5, y0=read - 0.5,
+                         y1=read + 0.5, line={"color": color, "width": 3, "dash": dash}, name=name)
+
+
+def examples_for_head(model, items, direction: str, default_layer: int, default_head: int, result_key: str,
+                      sink_aware: bool = False) -> None:
     cols = st.columns(2)
-    layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, default_layer, key="finder_layer")
-    head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, default_head, key="finder_head")
+    # one pair of inputs per direction, so each starts on its own best head
+    layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, default_layer,
+                                 key=f"finder_layer_{direction}")
+    head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, default_head, key=f"finder_head_{direction}")
     st.markdown(f"**{t('examples_for_head', layer=layer, head=head)}**")
-    pool = items[:EXAMPLE_POOL]
+    st.caption(t("examples_marks"))
+    causal = bool(model.info.causal)
+    pool = [item for item in items if scorable(item, direction, causal)][:EXAMPLE_POOL]
     shown = {True: 0, False: 0}
-    for index, (item, trace) in enumerate(zip(pool, example_traces(model, pool, result_key))):
+    for index, (item, trace) in enumerate(zip(pool, example_traces(model, pool, f"{result_key}|{direction}"))):
+        read, gold = read_and_gold(item, direction)
         weights = word_attention(trace, item.word_spans)[layer, head]  # n, n
-        guess = int(predictions(weights[None, None])[0, 0, item.source])
-        right = guess == item.target
+        guess = int(predictions(weights[None, None], sink_aware)[0, 0, read])
+        right = guess == gold
         if shown[right] >= EXAMPLES_SHOWN:
             continue
         shown[right] += 1
         words = list(item.words)
         verdict = t("passing") if right else t("failing")
         guessed = words[guess] if guess >= 0 else "-"
-        with st.expander(f"{'✅' if right else '❌'} {verdict}: {md(words[item.source])} → {md(words[item.target])} "
+        with st.expander(f"{'✅' if right else '❌'} {verdict}: {md(words[read])} → {md(words[gold])} "
                          f"(head: {md(guessed)}) · {md(' '.join(words)[:80])}"):
-            st.plotly_chart(plots.head_heatmap(weights, words, words), key=f"example_{index}_{layer}_{head}")
+            figure = plots.head_heatmap(weights, words, words, causal=causal)
+            mark_cells(figure, read, gold, guess)
+            st.plotly_chart(figure, key=f"example_{direction}_{index}_{layer}_{head}")
         if min(shown.values()) >= EXAMPLES_SHOWN:
             break
 

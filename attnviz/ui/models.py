@@ -23,6 +23,7 @@ import streamlit as st
 import torch
 
 import attnviz
+from attnviz.analysis.detectors import detect_heads
 from attnviz.analysis.views import attention_view
 from attnviz.loading import ModelTooLarge, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
@@ -319,6 +320,22 @@ def reference_for(model, progress=None):
             _release_memory()
         store.put(key, reference, sum(p.numel() * p.element_size() for p in reference.parameters()))
     return reference
+
+
+def detector_scores(name: str):
+    """The head detectors' [L, H] grids of a model, if some session has computed them."""
+    return shared()["views"].get(("detectors", name))
+
+
+def detect(model, name: str, progress=None):
+    """Previous-token, duplicate-token and induction scores of every head (analysis.detectors, the
+    defaults of `python -m attnviz heads`), computed once per model and shared."""
+    n, sequences = 50, 4
+    info = model.info
+    with reserve(info.n_layers * info.n_heads * (2 * n) ** 2 * 4 * 2, keep_model=name):
+        scores = detect_heads(model, n=n, sequences=sequences, progress=progress)
+    shared()["views"].put(("detectors", name), scores, sum(grid.nbytes for grid in scores.values()))
+    return scores
 
 
 def cached_figure(key: tuple, build):

@@ -13,6 +13,27 @@ STRINGS: dict[str, dict[str, str]] = {
         "zh": "真实预训练 Transformer 的每一层、每一个头，由 attnviz 自己从零实现的多头注意力计算，"
               "并与 Hugging Face 对齐到 1e-5。",
     },
+    "detectors_title": {"en": "Head detectors: previous-token, duplicate-token, induction",
+                        "zh": "注意力头检测：前一词元头、重复词元头、归纳头"},
+    "detectors_caption": {
+        "en": "On 4 sequences of 50 random tokens repeated twice (Olsson et al. 2022; the definition of "
+              "`python -m attnviz heads`): previous-token = mean attention from each token to the one before; "
+              "duplicate-token = from each token of the second copy to the same token in the first; induction "
+              "= to the token after that one (what came next last time). Scores join the head profile.",
+        "zh": "在 4 条由 50 个随机词元重复两次组成的序列上计算（Olsson 等 2022；与 `python -m attnviz heads` 的定义"
+              "相同）：前一词元分数 = 每个词元对前一个词元的平均注意力；重复词元分数 = 第二遍中每个词元对第一遍中"
+              "同一词元的注意力；归纳分数 = 对其后一个词元（上次接下来出现的词元）的注意力。分数也会加入注意力头概况。",
+    },
+    "detectors_run": {"en": "Find these heads (a few seconds to a minute)", "zh": "查找这些注意力头（数秒到一分钟）"},
+    "detectors_progress": {"en": "Running sequence {done} of {total}", "zh": "正在运行第 {done} / {total} 条序列"},
+    "detector_previous_token": {"en": "previous-token", "zh": "前一词元"},
+    "detector_duplicate_token": {"en": "duplicate-token", "zh": "重复词元"},
+    "detector_induction": {"en": "induction", "zh": "归纳"},
+    "column_token": {"en": "token", "zh": "词元"},
+    "column_probability": {"en": "probability", "zh": "概率"},
+    "page_explore": {"en": "Explore", "zh": "探索"},
+    "page_head_finder": {"en": "Head Finder", "zh": "注意力头查找器"},
+    "page_learn": {"en": "Learn", "zh": "学习"},
     "model": {"en": "Model", "zh": "模型"},
     "model_preset": {"en": "Preset", "zh": "预设模型"},
     "model_custom": {"en": "Other: a hub id (name or owner/name)", "zh": "其他：Hub ID（name 或 owner/name）"},
@@ -220,6 +241,37 @@ STRINGS: dict[str, dict[str, str]] = {
     "passing": {"en": "right", "zh": "正确"},
     "failing": {"en": "wrong", "zh": "错误"},
     "own_sentence": {"en": "On your own sentence", "zh": "在你自己的句子上"},
+    "sink_aware": {"en": "Sink-aware scoring (decoders): the first word is no candidate",
+                   "zh": "考虑注意力汇聚（解码器）：第一个词不作为候选"},
+    "sink_aware_help": {
+        "en": "Decoders pour much of every row's attention onto the first token (an attention sink, Xiao et al. "
+              "2023), so most heads 'predict' the first word. With this on, a head's prediction is its "
+              "largest weight on any other word; items whose gold word is the first word then count wrong "
+              "(the first-word baseline is their share).",
+        "zh": "解码器会把每一行的大量注意力放在第一个词元上（注意力汇聚，Xiao 等人 2023），因此多数头都“预测”"
+              "第一个词。开启后，头的预测取除第一个词外权重最大的词；标注词是第一个词的条目因此记为错误"
+              "（首词基线即其比例）。",
+    },
+    "sink_aware_on": {"en": "Sink-aware scoring: the first word is not a candidate of any head's prediction.",
+                      "zh": "考虑注意力汇聚的打分：第一个词不作为任何头的预测候选。"},
+    "direction_impossible": {
+        "en": "{direction}: impossible for a causal model. In every item the gold word comes after the word "
+              "whose attention is read, and a decoder cannot attend to later words, so no head is scored.",
+        "zh": "{direction}：因果模型无法完成。每条数据中标注词都在被读取的词之后，而解码器不能关注后面的词，"
+              "因此不为任何头打分。",
+    },
+    "grid_caption": {
+        "en": "{scorable} of {n} items can be scored in this direction. Best head {best}: {accuracy}; "
+              "first-word baseline {first}; best offset {offset}: {offset_accuracy}.",
+        "zh": "该方向可打分的条目 {scorable} / {n}。最佳头 {best}：{accuracy}；首词基线 {first}；"
+              "最佳偏移 {offset}：{offset_accuracy}。",
+    },
+    "examples_direction": {"en": "Examples of direction", "zh": "示例方向"},
+    "examples_marks": {
+        "en": "Row: the word whose attention is read. Solid blue box: the gold word; dotted orange box: the "
+              "word the head attends to most (its prediction).",
+        "zh": "行：被读取注意力的词。蓝色实线框：标注词；橙色虚线框：该头最关注的词（其预测）。",
+    },
     # Learn page
     "learn_title": {"en": "Learn: how multi-head attention works", "zh": "学习：多头注意力如何工作"},
     "learn_formulas": {"en": "The formulas", "zh": "公式"},
