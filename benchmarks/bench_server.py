@@ -152,11 +152,12 @@ async def bench(server, args, log) -> dict:
                     log(f"{section.__name__} failed: {error!r}")
                     out["errors"].append(f"{section.__name__}: {type(error).__name__}: {str(error)[:200]}")
             out["load"] = []
-            for spec in args.load:
-                n, m = (int(x) for x in spec.lower().split("x"))
-                log(f"load {n} sessions x {m} reruns ...")
+            for spec in [*args.load, *(f"{spec}+heavy" for spec in args.heavy_load)]:
+                n, m = (int(x) for x in spec.lower().removesuffix("+heavy").split("x"))
+                log(f"load {spec} ...")
                 result = await concurrent_load(browser, server.url, server.pid, n, m, stall_s=args.stall_s,
-                                               open_timeout_s=args.open_timeout_s, log=log)
+                                               open_timeout_s=args.open_timeout_s, log=log,
+                                               heavy=spec.endswith("+heavy"))
                 log(f"  {json.dumps({k: v for k, v in result.items() if k not in ('stalled', 'leak_examples')})}")
                 out["load"].append(result)
         finally:
@@ -205,7 +206,7 @@ def table(out: dict) -> str:
                   mb(out["rss_after_long_texts"])),
                  ("RSS after those sessions closed", mb(out["rss_after_long_sessions_closed"]))]
     for r in out.get("load", []):
-        tag = f"{r['sessions']}x{r['reruns']}"
+        tag = f"{r['sessions']}x{r['reruns']}" + (" + 1 heavy visitor" if r.get("heavy_visitor") else "")
         rows += [
             (f"load {tag}: throughput", f"{r['throughput_per_s']:.2f} reruns/s ({r['completed']}/{r['attempted']}"
                                         f" in {r['elapsed_s']:.0f} s)"),
@@ -232,6 +233,9 @@ def main() -> None:
     parser.add_argument("--reruns", type=int, default=5, help="reruns per session with --sessions")
     parser.add_argument("--load", action="append", default=None, metavar="NxM",
                         help="a load run of N sessions x M reruns; repeatable (default 4x5)")
+    parser.add_argument("--heavy-load", action="append", default=[], metavar="NxM",
+                        help="a load run of N light sessions x M reruns while one more visitor keeps scoring "
+                             "probe sets on the Head Finder (light latency with and without a heavy visitor)")
     parser.add_argument("--single", type=int, default=10, help="one-user MiniLM reruns")
     parser.add_argument("--picks", type=int, default=8, help="one-user head picks")
     parser.add_argument("--long-texts", type=int, default=6, help="distinct 512-token SmolLM2 texts")

@@ -234,12 +234,37 @@ async def launch(playwright):
     return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+async def keep_scoring(browser, url: str, stop: asyncio.Event, log=print) -> int:
+    """A heavy visitor: on the Head Finder page, press "Score all heads" (the built-in English set, a few
+    hundred sentences) again and again until `stop` is set. Returns how many scorings finished."""
+    context = await browser.new_context(viewport={"width": 1300, "height": 1800})
+    page = await context.new_page()
+    runs = 0
+    try:
+        await page.goto(f"{url}/Head_Finder")
+        button = page.get_by_role("button", name="Score all heads")
+        await button.wait_for(timeout=300_000)
+        while not stop.is_set():
+            await button.click()
+            await page.wait_for_timeout(300)  # the run starts
+            await page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]",
+                                         timeout=600_000)
+            runs += 1
+    finally:
+        await context.close()
+    log(f"  heavy visitor finished {runs} scorings")
+    return runs
+
+
 async def concurrent_load(browser, url: str, pid: int, sessions: int, reruns: int, stall_s: float = 60,
                           open_timeout_s: float = 300, log=print, viewport=(1200, 1500),
-                          open_batch: int = 4) -> dict:
+                          open_batch: int = 4, heavy: bool = False) -> dict:
     """`sessions` browser contexts, all open at once, each typing `reruns` new sentences with its own marker
-    words, as fast as its page becomes idle. Returns the numbers of the load table."""
+    words, as fast as its page becomes idle. With `heavy`, one more visitor keeps scoring probe sets on the
+    Head Finder meanwhile. Returns the numbers of the load table."""
     opened: list[Session] = []
+    stop = asyncio.Event()
+    heavy_task = None
     try:
         start_open = time.perf_counter()
         # Opened in batches of `open_batch`: twenty first runs at once on two cores only measure the queue.
@@ -262,6 +287,9 @@ async def concurrent_load(browser, url: str, pid: int, sessions: int, reruns: in
                     continue
                 session.leaks += await session.foreign_markers()
 
+        if heavy:
+            heavy_task = asyncio.create_task(keep_scoring(browser, url, stop, log))
+            await asyncio.sleep(5)  # its first scoring is under way before the light visitors start
         t0 = time.perf_counter()
         await asyncio.gather(*(drive(s) for s in opened))
         elapsed = time.perf_counter() - t0
@@ -279,8 +307,11 @@ async def concurrent_load(browser, url: str, pid: int, sessions: int, reruns: in
             "leaks": sum(len(s.leaks) for s in opened), "leak_examples": [x for s in opened for x in s.leaks][:10],
             "server_cpu_s": cpu, "server_cpu_per_rerun_s": cpu / len(done) if done else None,
             "rss_before_bytes": rss_before, "rss_after_bytes": rss_after,
-            "bytes_per_rerun": median([s.bytes_received for s in flat if s.ok]),
+            "bytes_per_rerun": median([s.bytes_received for s in flat if s.ok]), "heavy_visitor": heavy,
         }
     finally:
+        stop.set()
+        if heavy_task is not None:
+            await heavy_task
         for session in opened:
             await session.close()
