@@ -112,7 +112,7 @@ def test_mosaic_size_is_bounded_for_any_model():
     for n_layers, n_heads in [(6, 12), (30, 9), (12, 12), (32, 32)]:
         t = plots.tile_cells(n_layers, n_heads)
         assert (n_layers + 1) * (t + 1) * (n_heads + 1) * (t + 1) <= plots.MOSAIC_CELLS + 1
-    assert plots.tile_cells(6, 12) == 64 and plots.tile_cells(30, 9) >= 40
+    assert plots.tile_cells(6, 12) >= 48 and plots.tile_cells(30, 9) >= 32
 
 
 @pytest.mark.parametrize("scale", ["power", "log"])
