@@ -19,6 +19,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
+def server_environment() -> dict:
+    """This environment, less the test process's own memory budget (tests/conftest.py): a server runs
+    with the app's default, as on a public host."""
+    return {k: v for k, v in os.environ.items() if k != "ATTNVIZ_MEMORY_BUDGET_GB"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,7 +40,7 @@ def streamlit_server(timeout: float = 120.0, app: Path = ROOT / "app.py"):
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless=true",
          f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**server_environment(), "PYTHONPATH": str(ROOT)},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -109,7 +115,7 @@ def streamlit_app(app_dir: Path = ROOT, script: str = "app.py", timeout: float =
         [sys.executable, "-m", "streamlit", "run", str(app_dir / script), "--server.headless=true",
          f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", *extra_args],
         cwd=app_dir, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(app_dir), **(env or {})},
+        env={**server_environment(), "PYTHONPATH": str(app_dir), **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -290,3 +290,29 @@ def test_an_unforeseen_error_shows_a_message_not_a_traceback():
     shown = " ".join(str(e.value) for e in [*at.error, *at.markdown])
     assert "Something went wrong" in shown and "secret" not in shown and "/srv" not in shown
     assert "after" in shown  # the rest of the page still runs
+
+
+def test_reserve_evicts_the_oldest_results_then_refuses(monkeypatch):
+    """The budget is checked against resident memory: here a fake RSS that follows what the stores hold."""
+    import threading
+
+    from attnviz.ui import models
+
+    mb = 1_000_000
+    store = {"models": ByteStore(10_000 * mb), "traces": ByteStore(1_000 * mb), "views": ByteStore(1_000 * mb),
+             "guard": threading.Lock(), "reserved": 0}
+    monkeypatch.setattr(models, "shared", lambda: store)
+    monkeypatch.setattr(models, "process_rss", lambda: 1_000 * mb + sum(
+        s.total_bytes for s in (store["models"], store["traces"], store["views"])))
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_GB", "1.5")
+    for name in ("a", "b", "c"):
+        store["traces"].put(name, object(), 150 * mb)
+    store["models"].put("in use", object(), 100 * mb)
+    with models.reserve(250 * mb, keep_model="in use"):  # 1.55 GB: the two oldest traces go
+        assert store["traces"].keys() == ["c"] and store["reserved"] == 250 * mb
+    assert store["reserved"] == 0
+    with pytest.raises(models.OverBudget) as refused:  # more than the budget can ever give
+        with models.reserve(600 * mb, keep_model="in use"):
+            pass
+    assert len(store["traces"]) == 0 and "in use" in store["models"]  # never the model in use
+    assert refused.value.budget == 1_500 * mb and refused.value.need == 600 * mb
