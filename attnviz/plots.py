@@ -9,13 +9,15 @@ size is set by the dtype of its arrays. Big per-cell arrays are numpy (uint8 whe
 per-row / per-column labels are Python strings.
 
 Every label that came from text (tokens, titles) goes through `escape_label`, because plotly renders a
-subset of HTML in labels and hovers.
+subset of HTML in labels and hovers. The words a figure shows itself (axis and colour-bar titles, hovers)
+come from a `PlotText`, English by default: the UI passes a translated one.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -37,6 +39,27 @@ COLORSCALES: dict[str, list[list]] = {
     "blues": _stops(["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6",
                      "#4292c6", "#2171b5", "#08519c", "#08306b"]),
 }
+
+@dataclass(frozen=True)
+class PlotText:
+    """The words the figures show, English by default. The UI passes a translated one; the category labels
+    of the axes ("L0 from 3:the", "3:the") are data and stay as they are in every language."""
+
+    attention: str = "attention"  # colour-bar title
+    query_axis: str = "from (query)"
+    key_axis: str = "to (key)"
+    mean: str = "mean"  # the mosaic's mean row and column
+    from_: str = "from"  # hover: the query token
+    to: str = "to"  # hover: the key token
+    weight: str = "weight"
+    pooled_weight: str = "row-mean of the weight summed over the block"
+    masked: str = "masked (causal)"
+    open_head: str = "click to open this head"
+    layer: str = "layer"  # score grids' axis titles
+    head: str = "head"
+
+
+ENGLISH = PlotText()
 
 MASK_COLOR = "#f2c4ce"  # a rose that none of COLORSCALES contains, so masked cells never read as weights
 HIGHLIGHT_COLOR = "#d55e00"  # Okabe-Ito vermillion: stands out on viridis and cividis alike
@@ -252,6 +275,7 @@ def model_view(
     col_labels: list[str] | None = None,
     colorscale: str | list = "default",
     scale: str = "linear",
+    text: PlotText = ENGLISH,
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
@@ -262,6 +286,7 @@ def model_view(
     weight. `scale` ("linear", "power", "log") bends the colour scale, not z, so the hover stays exact.
     `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with
     bands; `highlight` outlines (layer, head) tiles. `layout.meta` records pooling and the encoding.
+    `text` gives the visible words; the axis categories stay English ("L0 from 3:the", "mean to 2:a").
     """
     a = np.asarray(attentions)
     if a.ndim != 4:
@@ -283,6 +308,7 @@ def model_view(
     head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + ["mean"]
     y = _axis_labels(layer_names, _pooled_labels(row_labels, max_cells), t, "from")
     x = _axis_labels(head_names, _pooled_labels(col_labels, max_cells), s, "to")
+    layer_ticktext, head_ticktext = layer_names[:-1] + [text.mean], head_names[:-1] + [text.mean]
 
     top = _colorscale(colorscale)
     if isinstance(top, str):
@@ -292,11 +318,11 @@ def model_view(
     colors = [[_unscaled(p, scale) * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in _dense(top)]
     colors += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
     ticks = MOSAIC_TICKS[scale]
-    what = "row-mean of the weight summed over the block" if pooled else "weight"
+    what = text.pooled_weight if pooled else text.weight
     fig = go.Figure(go.Heatmap(
         z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=colors, hoverongaps=False,
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
-        colorbar={"title": "attention", "tickvals": [v * MOSAIC_LEVELS for v in ticks],
+        colorbar={"title": text.attention, "tickvals": [v * MOSAIC_LEVELS for v in ticks],
                   "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300, "yanchor": "top", "y": 1},
     ))
     layer_ticks = [y[k * (t + 1) + t // 2] for k in range(n_layers + 1)]
@@ -326,7 +352,7 @@ def model_view(
         customdata=[list(tile) for tile in tiles],  # plain lists: typed arrays reach st.plotly_chart as dicts
         mode="markers", name="select a head", showlegend=False,
         # The point sits at the tile's centre, where it takes the hover: it names the head it opens.
-        hovertemplate="L%{customdata[0]} H%{customdata[1]}: click to open this head<extra></extra>",
+        hovertemplate=f"L%{{customdata[0]}} H%{{customdata[1]}}: {text.open_head}<extra></extra>",
         # plotly's own selection styling marks the clicked head, with no figure sent again.
         marker={"size": 14, "opacity": 0, "symbol": "circle-open", "color": HIGHLIGHT_COLOR,
                 "line": {"width": 3}},
@@ -343,9 +369,9 @@ def model_view(
         height=int(min(2400, max(320, cell * len(y) + 140))),
         margin={"t": 70 if mark_groups else 40, "l": 60, "r": 20, "b": 50},
         # Fixed ranges: the pick points' markers would otherwise pad the autorange with empty space.
-        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_names, "showgrid": False,
+        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_ticktext, "showgrid": False,
                "range": [-0.5, len(x) - 0.5]},
-        yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_names, "showgrid": False,
+        yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_ticktext, "showgrid": False,
                "range": [len(y) - 0.5, -0.5], **yaxis_scale},
         meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
               "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP, "scale": scale},
@@ -399,6 +425,7 @@ def head_heatmap(
     scale: str = "linear",
     colorscale: str | list = "default",
     causal: bool = False,
+    text: PlotText = ENGLISH,
 ) -> go.Figure:
     """One head's T x S attention with token labels on both axes.
 
@@ -416,25 +443,26 @@ def head_heatmap(
     mask = causal_blocked(*m.shape) if causal else np.zeros(m.shape, bool)
     z[mask] = np.nan
     y, x = _unique_keys(row_labels), _unique_keys(col_labels)
+    cells = f"{text.from_} %{{y}}<br>{text.to} %{{x}}<br>"
     trace = go.Heatmap(
         z=z, x=x, y=y, zmin=zmin, zmax=zmax, colorscale=_colorscale(colorscale), hoverongaps=False,
-        colorbar={"title": "attention", "tickvals": tickvals, "ticktext": ticktext},
-        hovertemplate="from %{y}<br>to %{x}<br>weight %{z:.4f}<extra></extra>",
+        colorbar={"title": text.attention, "tickvals": tickvals, "ticktext": ticktext},
+        hovertemplate=f"{cells}{text.weight} %{{z:.4f}}<extra></extra>",
     )
     if scale != "linear":  # z is transformed: hover reads the weight from customdata
         trace.customdata = m
-        trace.hovertemplate = "from %{y}<br>to %{x}<br>weight %{customdata:.4f}<extra></extra>"
+        trace.hovertemplate = f"{cells}{text.weight} %{{customdata:.4f}}<extra></extra>"
     fig = go.Figure(trace)
     if mask.any():
         fig.add_trace(go.Heatmap(
             z=np.where(mask, 1.0, np.nan).astype(np.float32), x=x, y=y, showscale=False,
             hoverongaps=False, colorscale=[[0, MASK_COLOR], [1, MASK_COLOR]], name="masked",
-            hovertemplate="from %{y}<br>to %{x}<br>masked (causal)<extra></extra>",
+            hovertemplate=f"{cells}{text.masked}<extra></extra>",
         ))
     fig.update_layout(
         height=int(min(2000, max(360, 16 * m.shape[0] + 160))),
-        xaxis=_token_axis(x, col_labels, title="to (key)", tickangle=-60),
-        yaxis=_token_axis(y, row_labels, title="from (query)", autorange="reversed"),
+        xaxis=_token_axis(x, col_labels, title=text.key_axis, tickangle=-60),
+        yaxis=_token_axis(y, row_labels, title=text.query_axis, autorange="reversed"),
         meta={"scale": scale, "causal": causal},
     )
     return fig
@@ -523,6 +551,7 @@ def score_grid(
     zmin: float = 0,
     zmax: float = 1,
     colorscale: str | list = "default",
+    text: PlotText = ENGLISH,
 ) -> go.Figure:
     """Layers x heads heatmap of a score (e.g. probe accuracy) with each value written in its cell.
 
@@ -549,9 +578,9 @@ def score_grid(
         title=escape_label(title), shapes=shapes,
         height=int(min(1600, max(300, 26 * n_layers + 120))),
         xaxis={"tickmode": "array", "tickvals": list(range(n_heads)),
-               "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "title": "head"},
+               "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "title": text.head},
         yaxis={"tickmode": "array", "tickvals": list(range(n_layers)),
-               "ticktext": [f"L{i}" for i in range(n_layers)], "showgrid": False, "title": "layer",
+               "ticktext": [f"L{i}" for i in range(n_layers)], "showgrid": False, "title": text.layer,
                "autorange": "reversed"},
         meta={"best": list(best) if best is not None else None},
     )

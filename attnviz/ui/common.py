@@ -12,6 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from attnviz.loading import ModelTooLarge
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.loading.sources import SourceRefused
+from attnviz.plots import PlotText
 from attnviz.ui import models
 from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
@@ -68,6 +69,29 @@ def t(key: str, **values) -> str:
     return translate(st.session_state.get("lang", "en"), key, **values)
 
 
+def plot_text() -> PlotText:
+    """The words the figures show, in the visitor's language."""
+    return PlotText(**{name: t(f"plot_{name.rstrip('_')}") for name in PlotText.__dataclass_fields__})
+
+
+# Progress stages the loaders report (attnviz.loading, models.reference_for), by their English prefix; the
+# rest of a stage is a name (a hub id).
+STAGES = (("downloading ", "stage_downloading"), ("reading config", "stage_reading_config"),
+          ("reading weights", "stage_reading_weights"), ("reading tokenizer", "stage_reading_tokenizer"),
+          ("reading GGUF config", "stage_reading_gguf_config"), ("dequantizing GGUF weights", "stage_dequantizing"),
+          ("converting weights", "stage_converting"), ("ready", "stage_ready"),
+          ("loading the Hugging Face reference of ", "stage_reference"))
+
+
+def stage_label(stage: str) -> str:
+    """A loading stage in the visitor's language (Markdown, the name in it escaped); unknown ones as they are."""
+    for prefix, key in STAGES:
+        if stage.startswith(prefix):
+            name = stage[len(prefix):]
+            return t(key, name=md(name)) if "{name}" in translate("en", key) else t(key)
+    return md(stage)
+
+
 def restore_from_url() -> None:
     """On a session's first run, seed widget state from the query string (?model=...&text=...)."""
     if st.session_state.get("_restored"):
@@ -101,9 +125,8 @@ def write_url(**values) -> None:
 
 
 def language_switch() -> None:
-    st.sidebar.radio(
-        "Language / 语言", list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True
-    )
+    # The options name each language in itself ("English", "中文"), whichever language is shown.
+    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True)
 
 
 def pick_model_source() -> str:
@@ -115,7 +138,8 @@ def pick_model_source() -> str:
         st.session_state["model_preset"] = default
         if from_url and from_url not in models.PRESETS:
             st.session_state["model_custom"] = from_url
-    st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset")
+    shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in models.PRESETS}
+    st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset", format_func=shown.get)
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
@@ -189,7 +213,7 @@ def _load_with_progress(name: str):
         return cached
     source = models.check_source(name)
     with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
-        model = models.load_model(source, progress=lambda stage: status.write(md(stage)))
+        model = models.load_model(source, progress=lambda stage: status.write(stage_label(stage)))
         status.update(label=md(name), state="complete", expanded=False)
     return model
 

@@ -11,7 +11,17 @@ from attnviz import export, plots
 from attnviz.analysis import profile_head
 from attnviz.analysis.views import token_labels, visible_token
 from attnviz.ui import models
-from attnviz.ui.common import guarded, public_message, seed_from_url, session_id, sidebar, t, write_url
+from attnviz.ui.common import (
+    guarded,
+    plot_text,
+    public_message,
+    seed_from_url,
+    session_id,
+    sidebar,
+    stage_label,
+    t,
+    write_url,
+)
 from attnviz.ui.escape import md
 from attnviz.ui.widgets import word_pair_ranking
 
@@ -24,8 +34,12 @@ EXAMPLES = [
     "那只猫没有吃鱼，因为它不饿。",
     "桌子上的钥匙不见了。",
 ]
+# Option values stay the same in every language (the URL and the widget state hold them); their display
+# goes through t() (format_func: Streamlit keys these widgets by key, so a new language keeps the choice).
+# Each format_func is a dict of this run's labels, not a call of t(): a format_func may be called after
+# the run (AppTest does), where it must still agree with the options drawn.
+LEVELS = ["token", "word"]
 SCALES = ["linear", "power", "log"]
-LEVEL_LABELS = {"token": "tokens · 词元", "word": "words · 词"}
 PALETTES = ["default", "colorblind", "blues"]
 UNKNOWN_TOKENS = ("[UNK]", "<unk>", "<UNK>")
 UNKNOWN_SHARE_NOTICE = 0.2  # above this share of unknown tokens, suggest a model with a wider vocabulary
@@ -134,15 +148,16 @@ def view_options(trace):
                                   ("scale", "scale", "linear"), ("palette", "palette", "default")):
         seed_from_url(key, default, url_key)
     cols = st.columns(4)
-    # Option labels stay the same in both languages: a widget whose options change is a new widget.
-    level = cols[0].radio(t("level"), ["token", "word"], key="level", horizontal=True,
-                          format_func=LEVEL_LABELS.get)
+    level = cols[0].radio(t("level"), LEVELS, key="level", horizontal=True,
+                          format_func={v: t(f"level_{v}") for v in LEVELS}.get)
     why_not = (t("hide_special_word_level") if level == "word"
                else t("hide_special_none") if not any(trace.special_mask) else None)
     hide_special = cols[1].toggle(t("hide_special"), key="hide_special", disabled=why_not is not None,
                                   help=why_not or t("hide_special_help")) and why_not is None
-    scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True)
-    palette = cols[3].selectbox(t("palette"), PALETTES, key="palette")
+    scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True,
+                          format_func={v: t(f"scale_{v}") for v in SCALES}.get)
+    palette = cols[3].selectbox(t("palette"), PALETTES, key="palette",
+                                format_func={v: t(f"palette_{v}") for v in PALETTES}.get)
     write_url(level=level if level != "token" else None, hide=hide_special or None,
               scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None)
     return level, hide_special, scale, palette
@@ -158,10 +173,11 @@ def token_focus(trace) -> list[tuple[int, int]]:
 def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     st.subheader(t("model_view"))
     st.caption(t("model_view_caption"))
+    text = plot_text()
     figure = models.cached_figure(
-        (*view_key, palette, scale, tuple(highlight)),
+        (*view_key, palette, scale, tuple(highlight), text),
         lambda: plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight, scale=scale,
-                                 row_labels=view.labels, col_labels=view.labels, colorscale=palette),
+                                 row_labels=view.labels, col_labels=view.labels, colorscale=palette, text=text),
     )
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
@@ -203,9 +219,10 @@ def head_detail(info, view_key, scale, palette) -> None:
     threshold = cols[2].slider(t("threshold"), 0.0, 0.5, step=0.01, key="threshold")
     window = token_window(len(view.labels))
     labels = view.labels[window]
+    all_tokens = t("all_tokens")
     focus = cols[3].selectbox(
         t("focus_token"), [None, *range(len(labels))], key="focus",
-        format_func=lambda i: t("all_tokens") if i is None else f"{i + window.start}: {labels[i]}",
+        format_func=lambda i: all_tokens if i is None else f"{i + window.start}: {labels[i]}",
     )
     if trace.kv_group and info.n_kv_heads != info.n_heads:
         group = trace.kv_group[head]
@@ -215,7 +232,8 @@ def head_detail(info, view_key, scale, palette) -> None:
     matrix = np.asarray(view.attentions[layer, head, window, window], dtype=np.float32)
     left, right = st.columns([3, 2])
     left.plotly_chart(
-        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=info.causal),
+        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=info.causal,
+                           text=plot_text()),
         key="head_heatmap", width="stretch",
     )
     right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
@@ -253,7 +271,7 @@ def head_profile(trace, layer: int, head: int, detectors: dict | None = None) ->
         t("profile_entropy"): round(stats["entropy"], 3),
         t("profile_distance"): round(stats["mean_distance"], 2),
         t("profile_confidence"): round(stats["confidence"], 3),
-        "[CLS]/[SEP]/BOS": round(stats["special"], 3),
+        t("profile_special"): round(stats["special"], 3),
         t("profile_previous"): round(stats["previous"], 3),
         t("profile_next"): round(stats["next"], 3),
         t("profile_self"): round(stats["self"], 3),
@@ -305,9 +323,10 @@ def head_detectors(model, name: str) -> None:
                 return
             finally:
                 bar.empty()
+            st.rerun()  # the whole page: the head profile above shows the new scores too
         for column, (detector, grid) in zip(st.columns(len(scores)), scores.items()):
-            column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}")), key=f"detector_{detector}",
-                                width="stretch")
+            column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}"), text=plot_text()),
+                                key=f"detector_{detector}", width="stretch")
 
 
 @st.fragment
@@ -322,7 +341,8 @@ def parity_badge(model, text, text_b) -> None:
     try:
         with st.status(t("parity_running"), expanded=False) as status:
             with models.heavy_slot(session_id()):
-                reference = models.reference_for(model, progress=lambda stage: status.update(label=md(stage)))
+                reference = models.reference_for(model, progress=lambda stage: status.update(
+                    label=stage_label(stage)))
                 status.update(label=t("parity_comparing"))
                 report = check_parity(model, text, text_b, reference=reference)
             status.update(label=t("parity_done"), state="complete")

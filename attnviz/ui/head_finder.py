@@ -19,12 +19,13 @@ from attnviz.analysis import (
 )
 from attnviz.probe import builtin_items
 from attnviz.ui import models
-from attnviz.ui.common import session_id, sidebar, t
+from attnviz.ui.common import plot_text, session_id, sidebar, t
 from attnviz.ui.escape import md
+from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import word_pair_ranking
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
-BUILTIN_SETS = {"builtin:en": "English (built-in)", "builtin:zh": "中文 (built-in)"}
+BUILTIN_SETS = {"builtin:en": "builtin_en", "builtin:zh": "builtin_zh"}  # option -> its label's key
 PARSERS = {"auto": "auto", "probes": "Probe JSONL", "conllu": "CoNLL-U", "winobias": "WinoBias"}
 UPLOAD_TYPES = ["jsonl", "json", "conllu", "txt", "dev", "test"]
 # Memory one scoring batch may take: texts are batched by length, so the batch size follows the longest.
@@ -43,9 +44,11 @@ def render() -> None:
     if not items:
         return
     relations = list(dict.fromkeys(item.relation for item in items))
-    relation = st.selectbox(t("relation"), relations, key="finder_relation")
+    relation = st.selectbox(t("relation"), relations, key="finder_relation",
+                            format_func={r: relation_label(r) for r in relations}.get)
     chosen = [item for item in items if item.relation == relation]
-    st.caption(t("items_counted", n=len(chosen), relation=md(relation), sentences=len({i.text for i in chosen}),
+    st.caption(t("items_counted", n=len(chosen), relation=md(relation_label(relation)),
+                 sentences=len({i.text for i in chosen}),
                  total=len({i.text for i in items})))
     # Sink-aware scoring is offered for decoders only (docs/architecture.md, "Scoring rule").
     sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
@@ -61,26 +64,36 @@ def render() -> None:
     own_sentence(source)
 
 
+def relation_label(relation: str) -> str:
+    """The built-in relations in the visitor's language; a relation named by an uploaded file as it is."""
+    return t(f"relation_{relation}") if f"relation_{relation}" in STRINGS else relation
+
+
+def parser_label(kind: str) -> str:
+    return t("format_auto") if kind == "auto" else t("format_probes") if kind == "probes" else PARSERS[kind]
+
+
 def choose_items():
     """(items, a key naming them) from a built-in set or an uploaded file; errors shown, never raised."""
+    # format_func: dicts of this run's labels (see explore.LEVELS), not calls of t()
     mode = st.radio(t("probe_source"), ["builtin", "upload"], horizontal=True, key="finder_mode",
-                    format_func=lambda m: t("builtin_set") if m == "builtin" else t("upload"))
+                    format_func={"builtin": t("builtin_set"), "upload": t("upload")}.get)
     try:
         if mode == "builtin":
-            spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), format_func=BUILTIN_SETS.get,
-                                key="finder_builtin")
+            spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), key="finder_builtin",
+                                format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get)
             return builtin_items(spec), spec
         upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
         st.caption(t("upload_help", mb=UPLOAD_MB))
-        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func=lambda k: t("format_auto")
-                            if k == "auto" else PARSERS[k], key="finder_kind")
+        kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func={k: parser_label(k) for k in PARSERS}.get,
+                            key="finder_kind")
         if upload is None:
             return [], None
         data = upload.getvalue()
         if kind == "auto":
             kind = detect_format(upload.name, data)
-            st.caption(t("format_detected", kind=PARSERS[kind]))
+            st.caption(t("format_detected", kind=parser_label(kind)))
         unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
         items = parse_items(kind, data, upload.name, "" if unspaced else " ")
         if not items:
@@ -135,8 +148,8 @@ def show_scores(model, block: dict, items, relation: str, result_key: str) -> No
             continue
         grid = np.array(block[direction], dtype=float)
         best, base = block["best"][direction], block["baselines"][direction]
-        figure = plots.score_grid(grid, f"{relation}: {direction_names[direction]}",
-                                  best=(best["layer"], best["head"]) if best else None)
+        figure = plots.score_grid(grid, f"{relation_label(relation)}: {direction_names[direction]}",
+                                  best=(best["layer"], best["head"]) if best else None, text=plot_text())
         col.plotly_chart(figure, key=f"score_grid_{direction}", width="stretch")
         col.caption(t("grid_caption", scorable=block.get("n_scorable", {}).get(direction, block["n"]),
                       n=block["n"], best=f"L{best['layer']} H{best['head']}" if best else "-",
@@ -149,16 +162,16 @@ def show_scores(model, block: dict, items, relation: str, result_key: str) -> No
     for direction in possible:
         best, base = block["best"][direction], block["baselines"][direction]
         rows.append({
-            "direction": direction_names[direction],
-            "scorable items": block.get("n_scorable", {}).get(direction, block["n"]),
-            "best head": f"L{best['layer']} H{best['head']}" if best else "-",
-            "accuracy": best and best["accuracy"],
-            "first-word accuracy": base["first_word_accuracy"],
-            "best offset": base["best_offset"],
-            "offset accuracy": base["best_offset_accuracy"],
+            t("column_direction"): direction_names[direction],
+            t("column_scorable"): block.get("n_scorable", {}).get(direction, block["n"]),
+            t("column_best_head"): f"L{best['layer']} H{best['head']}" if best else "-",
+            t("column_accuracy"): best and best["accuracy"],
+            t("column_first_word_accuracy"): base["first_word_accuracy"],
+            t("column_best_offset"): base["best_offset"],
+            t("column_offset_accuracy"): base["best_offset_accuracy"],
         })
     st.dataframe(rows, hide_index=True)
-    st.caption(f"n = {block['n']}, skipped = {block['n_skipped']}")
+    st.caption(t("finder_counts", n=block["n"], skipped=block["n_skipped"]))
     possible = [d for d in possible if block["best"][d]]
     if not possible:
         return
@@ -223,8 +236,8 @@ def examples_for_head(model, items, direction: str, default_layer: int, default_
         verdict = t("passing") if right else t("failing")
         guessed = words[guess] if guess >= 0 else "-"
         with st.expander(f"{'✅' if right else '❌'} {verdict}: {md(words[read])} → {md(words[gold])} "
-                         f"(head: {md(guessed)}) · {md(' '.join(words)[:80])}"):
-            figure = plots.head_heatmap(weights, words, words, causal=causal)
+                         f"({t('example_guess', word=md(guessed))}) · {md(' '.join(words)[:80])}"):
+            figure = plots.head_heatmap(weights, words, words, causal=causal, text=plot_text())
             mark_cells(figure, read, gold, guess)
             st.plotly_chart(figure, key=f"example_{direction}_{index}_{layer}_{head}")
         if min(shown.values()) >= EXAMPLES_SHOWN:

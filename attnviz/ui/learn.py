@@ -11,17 +11,19 @@ import torch
 from attnviz.attention import MultiHeadAttention
 from attnviz.ui.common import sidebar, t
 
-# Vaswani et al. 2017, Table 3: the base and big models.
+# Vaswani et al. 2017, Table 3: the base and big models, by row; a row's name is t(f"row_{row}"), or
+# the symbol itself where there is no such key (d_model, d_ff, d_k = d_v).
 ORIGINAL_TRANSFORMER = {
-    "layers (N, encoder and decoder each)": (6, 6),
+    "layers": (6, 6),
     "d_model": (512, 1024),
     "d_ff": (2048, 4096),
-    "heads (h)": (8, 16),
+    "heads": (8, 16),
     "d_k = d_v": (64, 64),
     "dropout": (0.1, 0.3),
-    "label smoothing": (0.1, 0.1),
+    "label_smoothing": (0.1, 0.1),
     "parameters": ("65M", "213M"),
 }
+NAMED_ROWS = {"layers", "heads", "dropout", "label_smoothing", "parameters"}
 
 
 def render() -> None:
@@ -57,30 +59,33 @@ def variants() -> None:
         out, attn = layer(torch.randn(2, 10, d_model))
     head_dim = d_model // n_heads
     st.dataframe([{
-        "variant": kind,
+        t("column_variant"): kind,
         "x": f"(2, 10, {d_model})",
-        "out": str(tuple(out.shape)),
-        "attn": str(tuple(attn.shape)),
+        t("column_out"): str(tuple(out.shape)),
+        t("column_attn"): str(tuple(attn.shape)),
         "head_dim": head_dim,
-        "parameters": sum(p.numel() for p in layer.parameters()),
-        "KV cache per token (floats)": 2 * n_kv_heads * head_dim,
-        "query head -> KV head": " ".join(f"{h}→{g}" for h, g in enumerate(layer.kv_group)),
+        t("column_parameters"): sum(p.numel() for p in layer.parameters()),
+        t("column_kv_cache"): 2 * n_kv_heads * head_dim,
+        t("column_kv_map"): " ".join(f"{h}→{g}" for h, g in enumerate(layer.kv_group)),
     }], hide_index=True, key="learn_table")
     st.caption(t("learn_variants_text"))
 
 
 def original(model) -> None:
     st.subheader(t("learn_original"))
-    rows = [{"": name, "base": str(base), "big": str(big)} for name, (base, big) in ORIGINAL_TRANSFORMER.items()]
+    base, big = t("column_base"), t("column_big")
+    rows = {key: {"": t(f"row_{key}") if key in NAMED_ROWS else key, base: str(b), big: str(g)}
+            for key, (b, g) in ORIGINAL_TRANSFORMER.items()}
     if model is not None:
         config, info = model.config, model.info
+        kind = t("kind_decoder") if config.causal else t("kind_encoder")
         ours = {
-            "layers (N, encoder and decoder each)": f"{config.n_layers} ({'decoder' if config.causal else 'encoder'})",
-            "d_model": config.d_model, "d_ff": config.d_ff, "heads (h)": f"{config.n_heads} ({info.attention_kind}, "
-            f"{config.kv_heads} KV)", "d_k = d_v": config.dim_per_head, "dropout": "- (inference)",
-            "label smoothing": "-", "parameters": f"{info.n_parameters / 1e6:.0f}M",
+            "layers": f"{config.n_layers} ({kind})", "d_model": config.d_model, "d_ff": config.d_ff,
+            "heads": f"{config.n_heads} ({info.attention_kind}, {config.kv_heads} KV)",
+            "d_k = d_v": config.dim_per_head, "dropout": t("inference"), "label_smoothing": "-",
+            "parameters": f"{info.n_parameters / 1e6:.0f}M",
         }
-        for row in rows:
-            row[info.name] = str(ours[row[""]])
-    st.dataframe(rows, hide_index=True)
+        for key, row in rows.items():
+            row[info.name] = str(ours[key])
+    st.dataframe(list(rows.values()), hide_index=True)
     st.caption(t("learn_original_text"))

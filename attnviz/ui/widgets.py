@@ -35,8 +35,9 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
         return []
     st.markdown(t("top_heads", source=md(words[source]), target=md(words[target])))
     st.dataframe(
-        {"layer": [r[0] for r in ranking[:TOP_HEADS_SHOWN]], "head": [r[1] for r in ranking[:TOP_HEADS_SHOWN]],
-         "attention": [round(r[2], 4) for r in ranking[:TOP_HEADS_SHOWN]]},
+        {t("column_layer"): [r[0] for r in ranking[:TOP_HEADS_SHOWN]],
+         t("column_head"): [r[1] for r in ranking[:TOP_HEADS_SHOWN]],
+         t("column_attention"): [round(r[2], 4) for r in ranking[:TOP_HEADS_SHOWN]]},
         hide_index=True,
     )
     return ranking

@@ -1,0 +1,257 @@
+"""Every visible string of every page is in the chosen language.
+
+Each page is walked in Chinese and in English (AppTest: the element tree as the browser would get it).
+Chinese shows no English word (a run of two or more ASCII letters) outside ALLOWED_PHRASES /
+ALLOWED_WORDS / ALLOWED_PATTERNS (names, ids, units, formulas, code) and the data on screen (the example
+sentences, the probe items' words, the tokens of the current sentence); English shows no CJK character
+outside the same data and the "中文" language option.
+
+Covered: titles, headers, subheaders, markdown, captions, alerts, widget labels, help and placeholders,
+radio/selectbox/select-slider options as displayed (AppTest holds the format_func output), buttons,
+download buttons, expanders and statuses, dataframe column names and string cells (not the predicted
+tokens), the token chips' text, and each plotly figure's title, axis titles, tick texts, colour-bar
+title and tick texts, annotations and hover templates. Not covered: st.latex and st.code (formulas and
+code), the browser tab's page titles, progress bars' transient texts, the parity check and the head
+detectors' results (heavy actions: their texts are table keys all the same).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attnviz.loading.random_model import RANDOM_MODEL_NAME
+from attnviz.probe import builtin_items
+from attnviz.ui.explore import EXAMPLES
+from attnviz.ui.models import PRESETS
+from attnviz.ui.strings import LANGUAGES
+from tests.conftest import MINILM, SMOLLM, require_offline
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+FINDER = str(ROOT / "pages" / "1_Head_Finder.py")
+LEARN = str(ROOT / "pages" / "2_Learn.py")
+TIMEOUT = 180
+
+# Names that stay as they are in every language: model ids, products, formats, paper titles, symbols.
+ALLOWED_PHRASES = sorted({
+    *(name for name in PRESETS if name != RANDOM_MODEL_NAME), MINILM, SMOLLM,
+    "bert-base-cased", "FacebookAI/roberta-base", "BERT-base", "GPT-2", "Hugging Face", "MultiHeadAttention",
+    "Attention Is All You Need", "docs/architecture.md", "ATTNVIZ_MODEL_DIRS", "CoNLL-U",
+    "d_model", "d_ff", "d_k", "d_v", "n_heads", "n_kv_heads", "head_dim",
+    "[CLS]", "[SEP]", "[UNK]", "<unk>", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<|im_end|>",
+}, key=len, reverse=True)
+ALLOWED_WORDS = {
+    "attnviz", "MiniLM", "SmolLM", "SmolLM2", "BERT", "Llama", "Transformer", "softmax",
+    "MHA", "MQA", "GQA", "KV", "BOS", "CLS", "SEP", "UNK", "NPZ", "JSON", "CSV", "JSONL", "WinoBias", "GGUF", "gguf",
+    "README", "Hub", "ID", "GB", "MB", "nats",
+    "Olsson", "Clark", "Xiao", "Vaswani", "Voita",  # authors cited
+    "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
+}
+ALLOWED_PATTERNS = [
+    re.compile(r"`[^`]*`"),  # inline code
+    re.compile(r"\b[LH]\d+\b|\bkv\d+\b"),  # head names: L0, H3, kv1
+    re.compile(r"\b(?:b?float|u?int)\d+\b"),  # the model's dtype
+]
+ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
+CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef]")
+TAG = re.compile(r"<[^>]*>")
+PLACEHOLDER = re.compile(r"%\{[^}]*\}")
+MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def data_words(*texts: str) -> set[str]:
+    """The words of data shown on the page (sentences, probe items): allowed in either language."""
+    return {word for text in texts for word in re.findall(r"[A-Za-z]+|[^\x00-\x7f]+", text)}
+
+
+EXAMPLE_WORDS = data_words(*EXAMPLES)
+
+
+def figure_texts(spec: str) -> list[str]:
+    """The visible words of a plotly figure: titles, tick texts, colour bars, annotations, hovers."""
+    figure = json.loads(spec)
+    texts = []
+
+    def title(value):
+        if isinstance(value, dict):
+            value = value.get("text")
+        if value:
+            texts.append(value)
+
+    layout = figure.get("layout", {})
+    title(layout.get("title"))
+    for name, axis in layout.items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            title(axis.get("title"))
+            texts.extend(str(v) for v in axis.get("ticktext", []))
+    texts.extend(a.get("text", "") for a in layout.get("annotations", []))
+    for trace in figure.get("data", []):
+        colorbar = trace.get("colorbar", {})
+        title(colorbar.get("title"))
+        texts.extend(str(v) for v in colorbar.get("ticktext", []))
+        hover = trace.get("hovertemplate")
+        for template in (hover if isinstance(hover, list) else [hover] if hover else []):
+            texts.append(PLACEHOLDER.sub(" ", template.replace("<extra></extra>", "")))
+    return [html.unescape(TAG.sub(" ", text)) for text in texts]
+
+
+def visible(at: AppTest, token_column: str) -> list[tuple[str, str]]:
+    """(where, text) for every visible string of the page (see the module docstring)."""
+    found = []
+
+    def add(where, *texts):
+        found.extend((where, str(text)) for text in texts if text)
+
+    for node in at._tree:
+        kind = getattr(node, "type", "")
+        name = type(node).__name__
+        if name in ("Code", "Latex") or kind in ("code", "latex"):
+            continue
+        for attribute in ("label", "help", "placeholder"):
+            value = getattr(node, attribute, None)
+            if isinstance(value, str):
+                add(f"{kind}.{attribute}", value)
+        if isinstance(getattr(node, "options", None), list):
+            add(f"{kind}.options", *node.options)
+        if name in ("Title", "Header", "Subheader", "Markdown", "Caption", "Error", "Warning", "Info", "Success",
+                    "Text", "Toast"):
+            add(kind, node.value)
+        elif kind == "html":
+            add(kind, html.unescape(TAG.sub(" ", node.proto.body)))
+        elif name == "Dataframe":
+            table = node.value
+            add("dataframe.columns", *map(str, table.columns))
+            for column in table.columns:
+                if column != token_column:
+                    add(f"dataframe[{column}]", *(v for v in table[column].tolist() if isinstance(v, str)))
+        elif kind == "plotly_chart":
+            add(f"plotly_chart {node.proto.id.rsplit('-', 1)[-1]}", *figure_texts(node.proto.spec))
+    return found
+
+
+def strip_allowed(text: str) -> str:
+    text = MARKDOWN_ESCAPE.sub(r"\1", text)  # md() escapes every ASCII punctuation mark of a name
+    for phrase in ALLOWED_PHRASES:
+        text = text.replace(phrase, " ")
+    for pattern in ALLOWED_PATTERNS:
+        text = pattern.sub(" ", text)
+    return text
+
+
+def untranslated(at: AppTest, language: str, data: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Visible strings in the wrong language: English words in Chinese, CJK characters in English."""
+    shown_data = {word.lower() for word in EXAMPLE_WORDS | set(data)}
+    cjk_data = "\n".join(word for word in shown_data if CJK.search(word))
+    wrong = []
+    for where, text in visible(at, "词元" if language == "zh" else "token"):
+        if where == "radio.options" and text in LANGUAGES.values():  # each language named in itself
+            continue
+        rest = strip_allowed(text)
+        if language == "zh":
+            bad = [w for w in ENGLISH_WORD.findall(rest) if w not in ALLOWED_WORDS and w.lower() not in shown_data]
+        else:
+            bad = [run for run in re.findall(r"[^\x00-\x7f]+", rest) if CJK.search(run) and run not in cjk_data]
+        if bad:
+            wrong.append((where, text[:160]))
+    return wrong
+
+
+def walk(at: AppTest, language: str, data: set[str] = frozenset()) -> None:
+    """Show the page in `language` and assert that it holds nothing of the other one."""
+    if at.radio(key="lang").value != language:
+        at.radio(key="lang").set_value(language).run()
+    assert not at.exception, [e.value for e in at.exception]
+    wrong = untranslated(at, language, data)
+    assert not wrong, "\n".join(f"{where}: {text!r}" for where, text in wrong)
+
+
+def both(at: AppTest, data: set[str] = frozenset()) -> None:
+    walk(at, "zh", data)
+    walk(at, "en", data)
+
+
+@pytest.fixture(scope="module")
+def offline():
+    require_offline(MINILM)
+
+
+def test_explore_in_both_languages(offline):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.radio(key="scale").set_value("power").run()
+    at.radio(key="level").set_value("word").run()
+    at.selectbox(key="explore_source").set_value(1).run()  # keys
+    at.selectbox(key="explore_target").set_value(5).run()  # are: the ranking table
+    both(at)
+    walk(at, "zh")
+    # the option values (and so the view) survive a change of language: only their display is translated
+    assert (at.radio(key="scale").value, at.radio(key="level").value) == ("power", "word")
+    assert at.radio(key="scale").options != ["linear", "power", "log"]
+    at.radio(key="level").set_value("token").run()
+    # long input: pooled tiles (their own hover) and the head detail's window slider
+    at.text_input(key="text").input(" ".join([EXAMPLES[1]] * 8)).run()
+    assert json.loads(next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-model_view")).proto.spec)[
+        "layout"]["meta"]["pooled"]
+    both(at)
+
+
+def test_explore_decoder_in_both_languages():
+    """A decoder: causal mask hovers, GQA notes, next-token predictions; loaded with the page in Chinese."""
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["lang"] = "zh"
+    at.query_params["model"] = SMOLLM
+    at.query_params["text"] = "The capital of France is"
+    at.run()
+    both(at, data_words("The capital of France is"))
+
+
+def test_head_finder_in_both_languages(offline):
+    at = AppTest.from_file(FINDER, default_timeout=TIMEOUT)
+    at.session_state["lang"] = "zh"
+    at.run()
+    both(at)
+    at.radio(key="finder_mode").set_value("upload").run()
+    both(at)
+    at.radio(key="finder_mode").set_value("builtin").run()
+    at.selectbox(key="finder_builtin").set_value("builtin:zh").run()
+    at.selectbox(key="finder_relation").set_value("subject-verb").run()
+    at.button(key="run_probe").click().run()  # scores the set once: grids, table, examples
+    assert at.session_state["finder_result"]
+    assert [e for e in at.expander if e.label.startswith(("✅", "❌"))]
+    items = builtin_items("builtin:zh")
+    both(at, data_words(*(" ".join(item.words) for item in items)))
+
+
+def test_learn_in_both_languages(offline):
+    at = AppTest.from_file(LEARN, default_timeout=TIMEOUT)
+    at.session_state["lang"] = "zh"
+    at.run()
+    both(at)
+
+
+def test_plot_text_changes_words_only():
+    """A translated PlotText changes the figures' words, never their data or the axis categories."""
+    import numpy as np
+
+    from attnviz import plots
+
+    a = np.full((2, 3, 4, 4), 0.25, np.float32)
+    words = plots.PlotText(**{name: f"«{name}»" for name in plots.PlotText.__dataclass_fields__})
+    for build in (lambda text: plots.model_view(a, text=text),
+                  lambda text: plots.head_heatmap(a[0, 0], list("abcd"), list("abcd"), causal=True, text=text),
+                  lambda text: plots.score_grid(a[:, :, 0, 0], "t", text=text)):
+        english, other = (json.loads(build(text).to_json()) for text in (plots.ENGLISH, words))
+        assert len(english["data"]) == len(other["data"])
+        for mine, theirs in zip(english["data"], other["data"]):
+            words_only = ("hovertemplate", "colorbar")
+            assert {k: v for k, v in mine.items() if k not in words_only} == {
+                k: v for k, v in theirs.items() if k not in words_only}
+        assert english["layout"]["meta"] == other["layout"]["meta"]
+        shown = json.dumps(other)
+        assert not any(f'"{word}"' in shown for word in ("attention", "mean", "from (query)", "to (key)", "layer"))
