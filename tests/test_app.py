@@ -258,3 +258,37 @@ def test_head_detectors_grids_and_profile(app):
     assert grids["previous_token"][0, 2] > 0.9  # MiniLM's L0 H2 attends to the previous token
     profile = next(d.value for d in app.dataframe if "previous-token" in d.value.columns)
     assert set(profile.columns) >= {"previous-token", "duplicate-token", "induction"}
+
+
+def test_long_input_keeps_the_head_detail_readable(app):
+    """Past 96 tokens the head detail shows a window of them (a slider picks it); the mosaic shows all."""
+    app.text_input(key="text").input(" ".join(f"The keys to cabinet {i} are on the table." for i in range(30))).run()
+    assert_clean(app)
+    first = chart(app, "head_heatmap")["data"][0]["y"]
+    assert len(first) == 96 and chart(app, "model_view")["layout"]["meta"]["source_shape"][2] > 96
+    app.slider(key="window_start").set_value(50).run()
+    moved = chart(app, "head_heatmap")["data"][0]["y"]
+    assert len(moved) == 96 and moved[:46] != first[:46] and [m.split(":", 1)[1] for m in moved[:46]] == [
+        f.split(":", 1)[1] for f in first[50:]]  # the same tokens, 50 further on
+    assert app.query_params["start"] == "50"
+
+
+def test_hide_special_says_why_it_is_off(app):
+    app.text_input(key="text").input("Dogs bark.").run()
+    app.radio(key="level").set_value("word").run()
+    toggle = app.toggle(key="hide_special")
+    assert toggle.disabled and "word" in toggle.help
+    app.radio(key="level").set_value("token").run()
+    assert not app.toggle(key="hide_special").disabled
+
+
+def test_sentence_b_is_kept_across_a_decoder_and_said_so():
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["text_b"] = "It is raining."
+    at.run()
+    at.selectbox(key="model_preset").set_value(SMOLLM).run()
+    assert_clean(at)
+    assert any("Sentence B is not used" in c.value for c in at.caption)
+    at.selectbox(key="model_preset").set_value(MINILM).run()
+    assert at.text_input(key="text_b").value == "It is raining."

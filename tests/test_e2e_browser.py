@@ -80,9 +80,35 @@ def test_special_characters_show_as_typed_in_a_shared_link(page):
     page.wait_for_function(GRID_HAS, arg="zebra", timeout=120_000)
     chips = [re.sub(r"^##", "", chip) for chip in page.evaluate(CHIP_TEXTS)]  # "##": a word continues
     assert "".join(chips[1:-1]) == "".join(SPECIAL.split())  # [CLS] ... [SEP]
-    for selector in ("a[href*='evil']", ".katex", "[data-testid=stMain] code", "[data-testid=stHtml] em",
+    for selector in ("a[href*='evil']", ".katex", "[data-testid=stHtml] code", "[data-testid=stHtml] em",
                      "[data-testid=stHtml] i", "[data-testid=stHtml] del", "[data-testid=stSidebar] strong",
-                     "[data-testid=stException]"):
+                     "[data-testid=stSidebar] code", "[data-testid=stException]"):
         assert page.locator(selector).count() == 0, selector
     refused = page.locator("[data-testid=stSidebar] [data-testid=stAlert]").first.inner_text()
     assert "can load" in refused and "evil" not in refused and "click" not in refused
+
+
+def test_a_treebank_upload_is_detected_and_counted(page):
+    """Newcomer issue, item 1: a .conllu file is accepted as it is, its format named, its items counted."""
+    url = page.url.split("?")[0].rstrip("/")
+    page.goto(f"{url}/Head_Finder")
+    page.get_by_text("Upload a file", exact=True).first.click()
+    page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(
+        str(ROOT / "tests" / "fixtures" / "en_sample.conllu"))
+    page.get_by_text("Detected format: CoNLL-U").wait_for(timeout=60_000)
+    page.get_by_text("items of relation").first.wait_for(timeout=30_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
+def test_the_chinese_ui_names_pages_and_labels_in_chinese(page):
+    """Newcomer issue, item 6: the language switch translates the page names and the labels."""
+    url = page.url.split("?")[0].rstrip("/").removesuffix("/Head_Finder")
+    page.goto(url)
+    page.wait_for_function(GRID_HAS, arg="cabinet", timeout=120_000)
+    page.get_by_text("中文", exact=True).click()
+    page.get_by_label("句子", exact=True).wait_for(timeout=60_000)
+    nav = page.locator("[data-testid=stSidebarNav]").inner_text()
+    assert all(name in nav for name in ("探索", "注意力头查找器", "学习")) and "Explore" not in nav
+    page.screenshot(path=str(ROOT / "artifacts" / "explore_zh.png"), full_page=True)
+    page.get_by_text("English", exact=True).click()
+    page.get_by_label("Sentence", exact=True).wait_for(timeout=60_000)

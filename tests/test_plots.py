@@ -300,3 +300,12 @@ def test_colorscales_are_valid_plotly_stops():
     for stops in plots.COLORSCALES.values():
         go.Heatmap(z=[[0, 1]], colorscale=stops)  # plotly validates
         assert stops[0][0] == 0 and stops[-1][0] == 1
+
+
+def test_pick_points_name_their_head_and_mark_the_clicked_one():
+    a = softmax_rows((2, 3, 6, 6), seed=4)
+    picks = plots.model_view(a, kv_group=[0, 0, 1]).data[1]
+    assert "click to open" in picks.hovertemplate and picks.hoverinfo != "none"
+    assert picks.selected.marker.opacity == 1 and picks.unselected.marker.opacity == 0  # plotly's own styling
+    bands = [ann for ann in plots.model_view(a, kv_group=[0, 0, 1]).layout.annotations if ann.text.startswith("kv")]
+    assert bands and all(ann.font.size >= 12 for ann in bands)
