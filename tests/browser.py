@@ -33,31 +33,9 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(timeout: float = 120.0, app: Path = ROOT / "app.py"):
-    """Run `streamlit run app.py` on a free port until the block ends; yields the base URL."""
-    port = free_port()
-    artifacts = ROOT / "artifacts"
-    log = open(artifacts / f"streamlit-{port}.log", "w") if artifacts.is_dir() else subprocess.DEVNULL
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless=true",
-         f"--server.port={port}", "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**server_environment(), "PYTHONPATH": str(ROOT)},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("streamlit did not become healthy")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    """`streamlit_app` for one app file: yields only the base URL."""
+    with streamlit_app(app.parent, app.name, timeout=timeout) as server:
+        yield server.url
 
 
 def launch_chromium(playwright):
