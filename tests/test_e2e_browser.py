@@ -6,7 +6,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from tests.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, streamlit_server
 from tests.conftest import MINILM, require_offline
@@ -109,6 +109,11 @@ def test_the_chinese_ui_names_pages_and_labels_in_chinese(page):
     page.get_by_label("句子", exact=True).wait_for(timeout=60_000)
     nav = page.locator("[data-testid=stSidebarNav]").inner_text()
     assert all(name in nav for name in ("探索", "注意力头查找器", "学习")) and "Explore" not in nav
+    # Widgets keep their choice, shown in the new language (keyed widgets are not remounted by Streamlit).
+    expect(page.get_by_role("radio", name="词元", exact=True)).to_be_checked(timeout=30_000)
+    expect(page.get_by_role("radio", name="线性", exact=True)).to_be_checked(timeout=30_000)
+    palette = page.locator("[data-testid=stSelectbox]").filter(has_text="配色").locator("input")
+    expect(palette).to_have_value("默认", timeout=30_000)  # the choice, in the new language
     page.screenshot(path=str(ROOT / "artifacts" / "explore_zh.png"), full_page=True)
     page.get_by_text("English", exact=True).click()
     page.get_by_label("Sentence", exact=True).wait_for(timeout=60_000)

@@ -124,9 +124,23 @@ def write_url(**values) -> None:
             st.query_params[key] = str(int(value)) if isinstance(value, bool) else str(value)
 
 
+# Widgets whose option labels are translated. Streamlit keeps a keyed widget mounted when its labels
+# change, so after a language switch a radio showed no choice and a selectbox its old label: setting their
+# values again sends them to the browser with the new labels.
+TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "finder_relation", "finder_mode",
+                      "finder_builtin", "finder_kind", "finder_example_direction")
+
+
+def _language_changed() -> None:
+    for key in TRANSLATED_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def language_switch() -> None:
     # The options name each language in itself ("English", "中文"), whichever language is shown.
-    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True)
+    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True,
+                     on_change=_language_changed)
 
 
 def pick_model_source() -> str:
