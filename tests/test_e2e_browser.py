@@ -117,3 +117,19 @@ def test_the_chinese_ui_names_pages_and_labels_in_chinese(page):
     page.screenshot(path=str(ROOT / "artifacts" / "explore_zh.png"), full_page=True)
     page.get_by_text("English", exact=True).click()
     page.get_by_label("Sentence", exact=True).wait_for(timeout=60_000)
+
+
+def test_head_finder_on_a_decoder_says_what_it_cannot_score(page):
+    """Newcomer issue, item 2: on SmolLM2, subject -> verb cannot be scored by a causal model (the verb
+    comes later): the page says so instead of naming a best head of accuracy 0."""
+    url = page.url.split("?")[0].rstrip("/").removesuffix("/Head_Finder")
+    page.goto(f"{url}/Head_Finder?model=HuggingFaceTB/SmolLM2-135M-Instruct")
+    page.get_by_role("button", name="Score all heads").wait_for(timeout=240_000)
+    page.locator("[data-testid=stSelectbox]").filter(has_text="Built-in probe set").click()
+    page.get_by_role("option", name="Chinese (built-in)").click()
+    page.get_by_role("button", name="Score all heads").click()
+    page.get_by_text("impossible for a causal model").first.wait_for(timeout=240_000)
+    page.get_by_text("first-word baseline").first.wait_for(timeout=30_000)
+    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=120_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.screenshot(path=str(ROOT / "artifacts" / "head_finder_decoder.png"), full_page=True)
