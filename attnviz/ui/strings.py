@@ -159,9 +159,10 @@ STRINGS: dict[str, dict[str, str]] = {
     "pooled": {
         "en": "Long input: each tile is pooled to {cells} × {cells} cells. A cell is the mean, over the query "
               "tokens of its block, of the weight they give the key tokens of its block, so every row still "
-              "sums to 1 and sharp patterns stay bright. The head detail below is at full resolution.",
+              "sums to 1 and sharp patterns stay bright. The head detail below shows single tokens, up to 96 "
+              "at a time.",
         "zh": "输入较长：每个小块被池化为 {cells} × {cells}。每个格子是其块内各查询词元分给该块键词元的权重之和的平均，"
-              "因此每行之和仍为 1，清晰的模式依然明亮。下方单头视图为完整分辨率。",
+              "因此每行之和仍为 1，清晰的模式依然明亮。下方单头视图显示单个词元，每次最多 96 个。",
     },
     "head_detail": {"en": "One head", "zh": "单个注意力头"},
     "layer": {"en": "Layer", "zh": "层"},
