@@ -309,7 +309,8 @@ def head_detectors(model, name: str) -> None:
         if scores is None:
             if not st.button(t("detectors_run"), key="detectors_run"):
                 return
-            st.button(t("cancel"), key="detectors_cancel")  # pressing it reruns, which stops the run
+            cancel = st.empty()
+            cancel.button(t("cancel"), key="detectors_cancel")  # pressing it reruns, which stops the run
             bar = st.progress(0.0, text=t("waiting_slot"))
             try:
                 with models.heavy_slot(session_id()):
@@ -323,6 +324,7 @@ def head_detectors(model, name: str) -> None:
                 return
             finally:
                 bar.empty()
+                cancel.empty()
             st.rerun()  # the whole page: the head profile above shows the new scores too
         for column, (detector, grid) in zip(st.columns(len(scores)), scores.items()):
             column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}"), text=plot_text()),

@@ -111,7 +111,8 @@ def score(model, source: str, items, relation: str, sink_aware: bool = False) ->
     texts = sorted({item.text for item in items}, key=len)
     longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
     batch_size = max(1, min(32, BATCH_BYTES // models.trace_bytes(model, longest)))
-    st.button(t("cancel"), key="cancel_probe")  # pressing it reruns the page, which stops this run
+    cancel = st.empty()
+    cancel.button(t("cancel"), key="cancel_probe")  # pressing it reruns the page, which stops this run
     bar = st.progress(0.0, text=t("waiting_slot"))
     try:
         with models.heavy_slot(session_id()), models.reserve(BATCH_BYTES, keep_model=source):
@@ -125,6 +126,7 @@ def score(model, source: str, items, relation: str, sink_aware: bool = False) ->
         return None
     finally:
         bar.empty()
+        cancel.empty()
     return to_json(source, scores)["relations"][relation]
 
 
