@@ -213,6 +213,7 @@ def table(out: dict) -> str:
             (f"load {tag}: Enter -> idle p50 / p95 / max",
              f"{sec(r['p50_s'])} / {sec(r['p95_s'])} / {sec(r['max_s'])}"),
             (f"load {tag}: stalls (> {r['stall_limit_s']:.0f} s)", str(r["stalls"])),
+            (f"load {tag}: Enters dropped by the page, pressed again", str(r.get("lost_enters", "-"))),
             (f"load {tag}: exception boxes", str(r["exception_boxes"])),
             (f"load {tag}: cross-session leaks",
              str(r["leaks"]) + (f" e.g. {r['leak_examples'][:3]}" if r["leaks"] else "")),

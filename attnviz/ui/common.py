@@ -6,6 +6,9 @@ import functools
 import logging
 import re
 
+# Imported here, before any page runs: Streamlit and plotly import pandas lazily, and two sessions doing
+# that at once saw a partially initialised module ("'pandas' has no attribute 'Series'", in a load test).
+import pandas  # noqa: F401
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
