@@ -223,8 +223,7 @@ class Session:
                 await box.press("Enter")
                 if not await started():  # still no run: the page kept the Enter; not a server stall
                     self.unrecovered_enters += 1
-        step = await self._act(press, mode, word, pid, timeout_s, polling)
-        return step
+        return await self._act(press, mode, word, pid, timeout_s, polling)
 
     async def pick_head(self, head: int, pid: int, timeout_s: float = 60, polling="raf") -> Step:
         """Pick `head` in the Head selectbox; wait for the rerun to finish."""

@@ -212,9 +212,13 @@ def load_model(source: AppSource, progress=None):
             # A GGUF load leaves ~450 MB of freed dequantisation buffers in glibc's heap (SmolLM2: RSS +952
             # MB for 538 MB of parameters, +498 MB once trimmed): hand them back.
             _release_memory()
-            model_bytes = sum(p.numel() * p.element_size() for p in model.module.parameters())
-            store["models"].put(source.name, model, model_bytes)
+            store["models"].put(source.name, model, _parameter_bytes(model.module))
         return model
+
+
+def _parameter_bytes(module) -> int:
+    """What a loaded model holds, as the model store counts it."""
+    return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
 def _load_within(source: AppSource, need: int, progress):
@@ -318,7 +322,7 @@ def reference_for(model, progress=None):
                 progress(f"loading the Hugging Face reference of {model.info.name}")
             reference = hf.reference_model(model.info.path)
             _release_memory()
-        store.put(key, reference, sum(p.numel() * p.element_size() for p in reference.parameters()))
+        store.put(key, reference, _parameter_bytes(reference))
     return reference
 
 
