@@ -24,12 +24,12 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None, probs_out=None):
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None):
     """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
 
     `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). The softmax runs in
-    float32 and is cast back, as HF's eager attention does. `probs_out`, when given, receives the
-    probabilities (a caller that keeps every layer's attention saves a copy per layer).
+    float32 and is cast back, as HF's eager attention does. `record` (a `LayerRecord`, optional) keeps
+    the scores if asked and gives the buffer the probabilities are written into.
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
@@ -37,6 +37,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, probs_out=None)
     scores = torch.matmul(q * scale, k.transpose(-2, -1))  # B, H, T, S
     if mask is not None:
         scores = scores + additive(mask, scores.dtype)
+    probs_out = None
+    if record is not None:
+        record.keep("scores", scores)
+        probs_out = record.probabilities_buffer(scores)
     if probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
         probs = torch.softmax(scores, dim=-1, out=probs_out)  # B, H, T, S
     else:
@@ -81,24 +85,52 @@ class MultiHeadAttention(nn.Module):
         """The KV head each query head reads."""
         return [h // (self.n_heads // self.n_kv_heads) for h in range(self.n_heads)]
 
-    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, attn_out=None):
+    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None):
         """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
         rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H]: 1 keeps a head's output, 0 zeroes it;
-        attn_out: optional [B, H, T, S] tensor that receives the probabilities.
+        record: a `LayerRecord` (attnviz.record) that keeps what the caller asked for;
+        cache: a `LayerCache` (attnviz.kv_cache). Self-attention appends this call's keys and values
+        to it and attends over all of them; cross-attention (kv given) fills it on the first call and
+        reuses it after, without projecting kv again.
         Returns (out [B, T, C], attn [B, H, T, S])."""
-        kv = x if kv is None else kv
         b, t, _ = x.shape
-        s = kv.shape[1]
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # B, H, T, D
-        k = self.k_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
-        v = self.v_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        if cache is not None and kv is not None and cache.length:
+            k, v = cache.keys, cache.values  # cross-attention: the encoder's, projected once
+        else:
+            k, v = self.project_kv(x if kv is None else kv)  # B, K, S, D each
+            if rotary is not None:
+                k = apply_rotary(k, *rotary)
+            if cache is not None:
+                k, v = cache.append(k, v)
         if rotary is not None:
-            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+            q = apply_rotary(q, *rotary)
         n_rep = self.n_heads // self.n_kv_heads
-        context, attn = scaled_dot_product_attention(
-            q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, probs_out=attn_out
-        )
+        if record is not None:
+            record.keep("queries", q)
+            record.keep("keys", k)
+            record.keep("values", v)
+            if record.wants("value_norms"):
+                record.keep("value_norms", self.value_norms(v))
+        context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, record=record)
         if head_mask is not None:
             context = context * head_mask.to(context.dtype)[None, :, None, None]  # B, H, T, D
+        if record is not None:
+            record.keep("head_outputs", context)
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D
         return self.o_proj(context), attn
+
+    def project_kv(self, kv):
+        """kv [B, S, C] -> keys and values [B, K, S, D] (before rotary)."""
+        b, s, _ = kv.shape
+        k = self.k_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        v = self.v_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        return k, v
+
+    def value_norms(self, v):
+        """||f_h(x_j)|| [B, H, S] from values v [B, K, S, D]: each value vector mapped through its head's
+        slice of the output projection, f_h(x) = (x W_V + b_V) W_O^h (Kobayashi et al. 2020; the output
+        bias is left out, as it is the same for every token)."""
+        v = repeat_kv(v, self.n_heads // self.n_kv_heads)  # B, H, S, D
+        w_o = self.o_proj.weight.view(-1, self.n_heads, self.head_dim)  # C, H, D
+        return torch.einsum("bhsd,chd->bhsc", v, w_o).float().norm(dim=-1)  # B, H, S

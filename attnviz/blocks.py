@@ -31,9 +31,9 @@ class Block(nn.Module):
         self.mlp = mlp(config.d_model, config.d_ff, config.activation, bias=config.mlp_bias)
         self.mlp_norm = make_norm(config.norm, config.d_model, config.norm_eps)
 
-    def forward(self, x, mask=None, rotary=None, head_mask=None, attn_out=None):
-        """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S])."""
-        kwargs = {"rotary": rotary, "head_mask": head_mask, "attn_out": attn_out}
+    def forward(self, x, mask=None, rotary=None, head_mask=None, record=None, cache=None):
+        """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S]); record and cache as in MultiHeadAttention."""
+        kwargs = {"rotary": rotary, "head_mask": head_mask, "record": record, "cache": cache}
         if self.pre_norm:  # GPT-2, Llama: x + f(norm(x))
             out, attn = self.attn(self.attn_norm(x), mask, **kwargs)
             x = x + out

@@ -13,16 +13,19 @@ from torch import nn
 
 from attnviz.blocks import Block
 from attnviz.config import ModelConfig
+from attnviz.kv_cache import KVCache
 from attnviz.layers import make_norm
 from attnviz.masks import causal_mask, padding_mask
+from attnviz.record import Recorder
 from attnviz.rope import inverse_frequencies, rotary_cos_sin
 
 
 @dataclass
 class ForwardOutput:
     hidden: torch.Tensor  # B, T, C: after the last block (and the final norm of pre-norm models)
-    attentions: torch.Tensor  # L, B, H, T, T
+    attentions: torch.Tensor | None  # L, B, H, T, S (S = T without a cache); None if not recorded
     logits: torch.Tensor | None = None  # B, T, V when the model has an LM head
+    record: Recorder | None = None  # everything else the caller asked to record
 
 
 class Transformer(nn.Module):
@@ -49,13 +52,14 @@ class Transformer(nn.Module):
     def kv_group(self) -> list[int]:
         return self.blocks[0].attn.kv_group
 
-    def positions(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """[B, T] position ids. RoBERTa skips padding and starts after padding_idx (HF's rule)."""
+    def positions(self, input_ids: torch.Tensor, past: int = 0) -> torch.Tensor:
+        """[B, T] position ids, from `past` on (the positions a KV cache already holds). RoBERTa skips
+        padding and starts after padding_idx (HF's rule)."""
         if self.config.position_offset:
             not_pad = (input_ids != self.config.pad_token_id).long()
             return torch.cumsum(not_pad, dim=1) * not_pad + self.config.pad_token_id
         b, t = input_ids.shape
-        return torch.arange(t, device=input_ids.device).expand(b, t)
+        return torch.arange(past, past + t, device=input_ids.device).expand(b, t)
 
     def embed(self, input_ids, token_type_ids=None, positions=None):
         x = self.token_embedding(input_ids)  # B, T, C
@@ -67,32 +71,42 @@ class Transformer(nn.Module):
         return self.embedding_norm(x) if self.embedding_norm is not None else x
 
     def forward(
-        self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None, with_logits=True
+        self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None, with_logits=True,
+        record: Recorder | None = None, cache: KVCache | None = None,
     ) -> ForwardOutput:
-        """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] 1 keeps."""
-        positions = self.positions(input_ids)
+        """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] 1 keeps.
+
+        record: what to keep (attnviz.record); by default the attention probabilities only.
+        cache: a KVCache (attnviz.kv_cache) for incremental decoding: input_ids are the new tokens,
+        placed after the cache's positions; padding is not supported with a cache.
+        """
+        record = Recorder("attentions") if record is None else record
+        past = 0 if cache is None else cache.length
+        if past and attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("padding is not supported when decoding with a KV cache")
+        positions = self.positions(input_ids, past)
         x = self.embed(input_ids, token_type_ids, positions)
-        mask = self._keep_mask(input_ids, attention_mask)
+        mask = self._keep_mask(input_ids, attention_mask, past)
         rotary = None
         if self.config.rope_theta is not None:
             rotary = rotary_cos_sin(self.inv_freq, positions, x.dtype)
-        b, t = input_ids.shape
-        # Every layer writes its probabilities straight into one tensor: no stacking copy afterwards.
-        attentions = x.new_empty(len(self.blocks), b, self.config.n_heads, t, t)  # L, B, H, T, T
+        record.begin(len(self.blocks))
         for layer, block in enumerate(self.blocks):
             layer_mask = None if head_mask is None else head_mask[layer]
-            x, _ = block(x, mask, rotary, layer_mask, attn_out=attentions[layer])
+            layer_cache = None if cache is None else cache[layer]
+            x, _ = block(x, mask, rotary, layer_mask, record=record.at(layer), cache=layer_cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
         logits = self.lm_head(x) if self.lm_head is not None and with_logits else None
-        return ForwardOutput(x, attentions, logits)
+        attentions = record.stacked("attentions") if "attentions" in record.names else None
+        return ForwardOutput(x, attentions, logits, record)
 
-    def _keep_mask(self, input_ids, attention_mask):
-        """Boolean keep-mask broadcastable to [B, H, T, T], or None when every position may attend."""
+    def _keep_mask(self, input_ids, attention_mask, past: int = 0):
+        """Boolean keep-mask broadcastable to [B, H, T, past + T], or None when every position may attend."""
         t = input_ids.shape[1]
         mask = None
-        if self.config.causal:
-            mask = causal_mask(t, window=self.config.sliding_window, device=input_ids.device)
+        if self.config.causal and (t > 1 or self.config.sliding_window is not None):
+            mask = causal_mask(t, past + t, window=self.config.sliding_window, device=input_ids.device)
         if attention_mask is not None and not bool(attention_mask.all()):
             pad = padding_mask(attention_mask)  # B, 1, 1, T
             mask = pad if mask is None else mask & pad

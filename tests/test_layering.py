@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
-CORE = {"config", "masks", "rope", "layers", "attention", "blocks", "model", "trace"}
+CORE = {"config", "masks", "rope", "layers", "attention", "blocks", "model", "trace", "record", "kv_cache"}
 THIRD_PARTY_ALLOWED_IN_CORE = {"torch", "numpy"}
 
 

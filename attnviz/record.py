@@ -1,0 +1,75 @@
+"""One way to record what a forward pass computes: a `Recorder` passed once to `Transformer.forward`.
+
+Each attention module reports what it computed to its layer's `LayerRecord`; the recorder keeps only
+the names the caller asked for, so a plain run pays for nothing it does not keep. Names and shapes
+(B batch, H query heads, K key/value heads, T query positions, S key positions, D head dim):
+
+- "attentions":   the softmax probabilities [B, H, T, S], written straight into one [L, B, H, T, S]
+                  tensor (no stacking copy afterwards; a plain run keeps only these);
+- "scores":       the pre-softmax scores q.k / sqrt(D) plus the additive mask [B, H, T, S];
+- "queries":      per query head, after rotary [B, H, T, D] (what multiplies the keys);
+- "keys":         per key/value head, after rotary [B, K, S, D];
+- "values":       per key/value head [B, K, S, D] (bias included);
+- "value_norms":  ||f_h(x_j)||, f_h(x) = (x W_V + b_V) W_O^h with W_O^h the head's slice of the output
+                  projection (Kobayashi et al. 2020), per query head [B, H, S];
+- "head_outputs": each head's context vector before the output projection [B, H, T, D].
+
+Recorded tensors are the forward pass's own (no copies); `stacked(name)` stacks the layers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs")
+
+
+class Recorder:
+    def __init__(self, *names: str) -> None:
+        unknown = sorted(set(names) - set(NAMES))
+        if unknown:
+            raise ValueError(f"cannot record {unknown}; known: {', '.join(NAMES)}")
+        self.names = frozenset(names)
+        self.layers: list[dict[str, torch.Tensor]] = []
+        self.attentions: torch.Tensor | None = None  # L, B, H, T, S once the first layer reports
+
+    def begin(self, n_layers: int) -> None:
+        """Called by the model before its first layer."""
+        self.layers = [{} for _ in range(n_layers)]
+        self.attentions = None
+
+    def at(self, layer: int) -> LayerRecord:
+        return LayerRecord(self, layer)
+
+    def stacked(self, name: str) -> torch.Tensor:
+        """[L, ...] for a recorded name."""
+        if name not in self.names:
+            raise KeyError(f"{name!r} was not recorded (asked for: {sorted(self.names)})")
+        if name == "attentions":
+            return self.attentions
+        return torch.stack([layer[name] for layer in self.layers])
+
+
+class LayerRecord:
+    """What one layer's attention module reports to; the module asks `wants(name)` before computing
+    anything extra, so a name nobody asked for costs nothing."""
+
+    def __init__(self, recorder: Recorder, layer: int) -> None:
+        self.recorder, self.layer = recorder, layer
+
+    def wants(self, name: str) -> bool:
+        return name in self.recorder.names
+
+    def keep(self, name: str, tensor: torch.Tensor) -> None:
+        if self.wants(name):
+            self.recorder.layers[self.layer][name] = tensor
+
+    def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
+        """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
+        like the scores `like`), for the softmax to write into; None when attentions are not wanted."""
+        recorder = self.recorder
+        if "attentions" not in recorder.names:
+            return None
+        if recorder.attentions is None or recorder.attentions.shape[1:] != like.shape:
+            recorder.attentions = like.new_empty(len(recorder.layers), *like.shape)
+        return recorder.attentions[self.layer]
