@@ -87,7 +87,8 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None):
         """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
-        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H]: 1 keeps a head's output, 0 zeroes it;
+        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H], or [B, H] for one mask per batch row
+        (an importance scan switches a different head off in each row): 1 keeps a head's output, 0 zeroes it;
         record: a `LayerRecord` (attnviz.record) that keeps what the caller asked for;
         cache: a `LayerCache` (attnviz.kv_cache). Self-attention appends this call's keys and values
         to it and attends over all of them; cross-attention (kv given) fills it on the first call and
@@ -114,7 +115,9 @@ class MultiHeadAttention(nn.Module):
                 record.keep("value_norms", self.value_norms(v))
         context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, record=record)
         if head_mask is not None:
-            context = context * head_mask.to(context.dtype)[None, :, None, None]  # B, H, T, D
+            keep = head_mask.to(context.dtype)
+            keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]  # B or 1, H, 1, 1
+            context = context * keep  # B, H, T, D
         if record is not None:
             record.keep("head_outputs", context)
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D

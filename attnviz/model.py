@@ -74,7 +74,8 @@ class Transformer(nn.Module):
         self, input_ids, attention_mask=None, token_type_ids=None, head_mask=None, with_logits=True,
         record: Recorder | None = None, cache: KVCache | None = None,
     ) -> ForwardOutput:
-        """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] 1 keeps.
+        """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] (or [L, B, H],
+        one mask per batch row) 1 keeps a head's output, 0 switches it off.
 
         record: what to keep (attnviz.record); by default the attention probabilities only.
         cache: a KVCache (attnviz.kv_cache) for incremental decoding: input_ids are the new tokens,
