@@ -1,5 +1,6 @@
-"""The Learn page: the formulas, MHA vs MQA vs GQA run live on attnviz's own module, the original
-Transformer's configuration beside the loaded model's, and the code that computes every view."""
+"""The Learn page: the formulas, MHA vs MQA vs GQA run live and measured side by side, who uses which, the
+original Transformer's configuration beside the loaded model's, MHA -> GQA by mean-pooling the loaded
+model's K/V heads (or, for a GQA/MQA model, whether heads that share K/V attend alike), and the code."""
 
 from __future__ import annotations
 
@@ -8,8 +9,21 @@ import inspect
 import streamlit as st
 import torch
 
+from attnviz.analysis.kv_groups import group_distances
 from attnviz.attention import MultiHeadAttention
-from attnviz.ui.common import sidebar, t
+from attnviz.gqa_conversion import conversion_distances, group_choices
+from attnviz.ui import models
+from attnviz.ui.common import (
+    LEARN_D_MODELS,
+    LEARN_HEADS,
+    LEARN_TOKENS,
+    seed_from_url,
+    session_id,
+    sidebar,
+    t,
+    write_url,
+)
+from attnviz.variants import NAMED_MODELS, VARIANTS, compare, kv_heads_of, parameter_counts, peak_bytes
 
 # Vaswani et al. 2017, Table 3: the base and big models, by row; a row's name is t(f"row_{row}"), or
 # the symbol itself where there is no such key (d_model, d_ff, d_k = d_v).
@@ -25,15 +39,30 @@ ORIGINAL_TRANSFORMER = {
 }
 NAMED_ROWS = {"layers", "heads", "dropout", "label_smoothing", "parameters"}
 
+# The live comparison's bounds (N <= 256 and d_model <= 1024 through the controls' options): two layers,
+# three cache lengths, 15 interleaved steps each, about a second on one shared CPU core.
+MEASURE_LAYERS, MEASURE_LENGTHS, MEASURE_REPEATS = 2, (64, 256, 1024), 15
+# The conversion and the head distances run the model on the visitor's sentence: bounded apart from the
+# 512-token input limit, since they compare every pair of heads (or run the model twice).
+SENTENCE_CHARS, SENTENCE_TOKENS = 300, 128
+DEFAULT_SENTENCE = "The keys to the cabinet are on the table."
+PERMUTATIONS = 999
+RESULT_BYTES = 100_000  # a generous size of one stored result (a few arrays of one number per layer)
+
 
 def render() -> None:
-    model, _ = sidebar()
+    model, source = sidebar()
     st.title(t("learn_title"))
     formulas()
-    variants()
+    d_model, n_heads, n_kv_heads = variants()
+    n_tokens = measured(d_model, n_heads, n_kv_heads)
+    named_models()
     original(model)
+    text, groups = kv_sections(model, source)
     with st.expander(t("learn_code")):
         st.code(inspect.getsource(MultiHeadAttention.forward), language="python")
+    write_url(model=source, d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,
+              groups=groups)
 
 
 def formulas() -> None:
@@ -45,14 +74,25 @@ def formulas() -> None:
     st.markdown(t("learn_formulas_text"))
 
 
-def variants() -> None:
-    """One class, three variants: the user picks sizes and sees shapes, groups and memory."""
+def seed_choice(key: str, url_key: str, options, default) -> None:
+    """Seed a widget from the link (or `default`), and keep its value one of `options` (a link, or a
+    change of the heads, may leave it outside them)."""
+    seed_from_url(key, default, url_key)
+    if st.session_state[key] not in options:
+        st.session_state[key] = default
+
+
+def variants() -> tuple[int, int, int]:
+    """One class, three variants: the user picks sizes and sees the chosen module's shapes and groups."""
     st.subheader(t("learn_variants"))
+    seed_choice("learn_d_model", "d_model", LEARN_D_MODELS, 512)
+    seed_choice("learn_heads", "heads", LEARN_HEADS, 8)
     cols = st.columns(3)
-    d_model = cols[0].select_slider("d_model", [64, 128, 256, 512, 768, 1024], value=512, key="learn_d_model")
-    n_heads = cols[1].select_slider("n_heads", [1, 2, 4, 8, 16], value=8, key="learn_heads")
+    d_model = cols[0].select_slider("d_model", LEARN_D_MODELS, key="learn_d_model")
+    n_heads = cols[1].select_slider("n_heads", LEARN_HEADS, key="learn_heads")
     divisors = [k for k in range(1, n_heads + 1) if n_heads % k == 0]
-    n_kv_heads = cols[2].select_slider("n_kv_heads", divisors, value=divisors[-1], key="learn_kv_heads")
+    seed_choice("learn_kv_heads", "kv_heads", divisors, divisors[-1])
+    n_kv_heads = cols[2].select_slider("n_kv_heads", divisors, key="learn_kv_heads")
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
     layer = MultiHeadAttention(d_model, n_heads, n_kv_heads)
     with torch.no_grad():
@@ -68,7 +108,104 @@ def variants() -> None:
         t("column_kv_cache"): 2 * n_kv_heads * head_dim,
         t("column_kv_map"): " ".join(f"{h}→{g}" for h, g in enumerate(layer.kv_group)),
     }], hide_index=True, key="learn_table")
+    st.caption(t("learn_shapes_caption"))
     st.caption(t("learn_variants_text"))
+    return d_model, n_heads, n_kv_heads
+
+
+def over_budget(error) -> str:
+    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
+
+
+def heavy_action(button_key: str, label: str, compute):
+    """The pattern of a heavy action (as the head detectors on Explore): a button, then a cancel button
+    and a progress bar while `compute(progress)` runs in the process's heavy-work slot. Returns the
+    result, or None when not pressed, busy or over the budget (having said so)."""
+    if not st.button(label, key=button_key):
+        return None
+    cancel = st.empty()
+    cancel.button(t("cancel"), key=f"{button_key}_cancel")  # pressing it reruns, which stops the run
+    bar = st.progress(0.0, text=t("waiting_slot"))
+    try:
+        with models.heavy_slot(session_id()):
+            return compute(bar)
+    except models.Busy:
+        st.warning(t("busy"))
+    except models.OverBudget as error:
+        st.error(over_budget(error))
+    finally:
+        bar.empty()
+        cancel.empty()
+    return None
+
+
+def stored(key: tuple):
+    return models.shared()["views"].get(key)
+
+
+def store(key: tuple, value) -> None:
+    models.shared()["views"].put(key, value, RESULT_BYTES)
+
+
+def measured(d_model: int, n_heads: int, n_groups: int) -> int:
+    """MHA, GQA (the chosen KV heads as groups) and MQA side by side: parameters and the formula at once,
+    the cache measured from the tensors and the time per token on request (shared once computed)."""
+    st.subheader(t("learn_measured"))
+    seed_choice("learn_tokens", "tokens", LEARN_TOKENS, 128)
+    n_tokens = st.select_slider(t("learn_tokens"), LEARN_TOKENS, key="learn_tokens", help=t("learn_tokens_help"))
+    key = ("learn_variants", d_model, n_heads, n_groups, n_tokens)
+    result = stored(key)
+    if result is None:
+        def compute(bar):
+            need = peak_bytes(d_model, n_heads, MEASURE_LAYERS, n_tokens, MEASURE_LENGTHS)
+            with models.reserve(need):
+                return compare(d_model, n_heads, n_groups, MEASURE_LAYERS, n_tokens, MEASURE_LENGTHS,
+                               MEASURE_REPEATS, progress=lambda done, total: bar.progress(
+                                   done / total, text=t("learn_measure_progress", done=done, total=total)))
+
+        result = heavy_action("learn_measure", t("learn_measure"), compute)
+        if result is not None:
+            store(key, result)
+    st.table(variant_rows(d_model, n_heads, n_groups, n_tokens, result))
+    if result is None:
+        st.caption(t("learn_not_measured"))
+    else:
+        st.caption(t("learn_measured_caption", layers=result.n_layers, d_model=d_model, heads=n_heads,
+                     n=n_tokens, dtype=result.dtype, repeats=result.repeats, threads=result.threads))
+    return n_tokens
+
+
+def variant_rows(d_model: int, n_heads: int, n_groups: int, n_tokens: int, result) -> list[dict]:
+    kv = kv_heads_of(n_heads, n_groups)
+    parameters = parameter_counts(d_model, n_heads, n_groups, MEASURE_LAYERS)
+    head_dim = d_model // n_heads
+    by_name = {} if result is None else {row.name: row for row in result.rows}
+    rows = []
+    for name in VARIANTS:
+        k = kv[name]
+        row = {
+            t("column_variant"): name, t("learn_col_kv_heads"): k,
+            t("column_parameters"): f"{parameters[name]:,}",
+            t("learn_col_formula_bytes"): f"{2 * MEASURE_LAYERS * n_tokens * k * head_dim * 4:,}",
+            t("learn_col_formula_ratio"): f"{k}/{n_heads} = {k / n_heads:.4f}",
+        }
+        measured_row = by_name.get(name)
+        row[t("learn_col_cache_bytes")] = "—" if measured_row is None else f"{measured_row.cache_bytes:,}"
+        row[t("learn_col_measured_ratio")] = "—" if measured_row is None else f"{measured_row.measured_ratio:.4f}"
+        for length in MEASURE_LENGTHS:
+            row[t("learn_col_ms", n=length)] = (
+                "—" if measured_row is None else f"{measured_row.ms_per_token[length]:.3f}")
+        rows.append(row)
+    return rows
+
+
+def named_models() -> None:
+    st.subheader(t("learn_who"))
+    rows = [{t("column_variant"): variant, t("learn_col_model"): name, t("learn_col_query_heads"): q,
+             t("learn_col_kv_heads"): k}
+            for variant, entries in NAMED_MODELS.items() for name, q, k in entries]
+    st.table(rows)
+    st.caption(t("learn_who_caption"))
 
 
 def original(model) -> None:
@@ -89,3 +226,92 @@ def original(model) -> None:
             row[info.name] = str(ours[key])
     st.dataframe(list(rows.values()), hide_index=True)
     st.caption(t("learn_original_text"))
+
+
+def kv_sections(model, source: str) -> tuple[str | None, int | None]:
+    """The loaded model's own K/V: MHA -> GQA conversion for an MHA model, head distances within and
+    across KV groups for a GQA/MQA one. Returns (sentence, chosen g) for the link."""
+    if model is None:
+        st.subheader(t("learn_convert_title"))
+        st.info(t("learn_no_model"))
+        return None, None
+    seed_from_url("learn_text", DEFAULT_SENTENCE, "text")
+    text = st.text_input(t("learn_sentence"), key="learn_text", max_chars=SENTENCE_CHARS).strip()
+    n = len(model.encode(text).ids) if text else 0
+    usable = 2 <= n <= SENTENCE_TOKENS  # a decoder's first row is left out of the head distances
+    if n > SENTENCE_TOKENS:
+        st.warning(t("learn_too_long", limit=SENTENCE_TOKENS, n=n))
+    if model.info.attention_kind == "MHA":
+        return text, conversion(model, source, text, usable)
+    kv_groups(model, source, text, usable)
+    return text, None
+
+
+def conversion(model, source: str, text: str, usable: bool) -> int:
+    st.subheader(t("learn_convert_title"))
+    st.markdown(t("learn_convert_text"))
+    choices = group_choices(model.config.n_heads)
+    seed_choice("learn_groups", "groups", choices, choices[len(choices) // 2])
+    g = st.select_slider(t("learn_groups"), choices, key="learn_groups")
+    if not usable:
+        return g
+    key = ("learn_conversion", source, text, g)
+    result = stored(key)
+    if result is None:
+        def compute(bar):
+            enc = model.encode(text)
+            config = model.config
+            pooled = 2 * config.n_layers * config.d_model * g * config.dim_per_head * 4
+            with models.reserve(2 * models.trace_bytes(model, len(enc.ids)) + pooled, keep_model=source):
+                return conversion_distances(model.module, enc.ids, g, enc.type_ids)
+
+        result = heavy_action("learn_convert_run", t("learn_convert_run"), compute)
+        if result is None:
+            return g
+        store(key, result)
+    st.dataframe([{t("column_layer"): layer, t("learn_col_js_mean"): round(float(js), 4),
+                   t("learn_col_js_max"): round(float(js_max), 4), t("learn_col_max_abs"): round(float(diff), 4)}
+                  for layer, (js, js_max, diff) in enumerate(zip(result.js_mean, result.js_max, result.max_abs))],
+                 hide_index=True, key="learn_convert_table")
+    st.caption(t("learn_convert_hidden", g=g, n=result.n_tokens, relative=result.hidden_relative_l2,
+                 cosine=result.hidden_cosine))
+    return g
+
+
+def kv_groups(model, source: str, text: str, usable: bool) -> None:
+    info = model.info
+    st.subheader(t("learn_convert_title"))
+    st.info(t("learn_convert_not_mha", kind=info.attention_kind, heads=info.n_heads, kv=info.n_kv_heads))
+    st.subheader(t("learn_kv_title"))
+    st.markdown(t("learn_kv_text"))
+    if info.attention_kind == "MQA":
+        st.caption(t("learn_kv_mqa"))
+    if not usable:
+        return
+    key = ("learn_kv_groups", source, text)
+    result = stored(key)
+    if result is None:
+        def compute(bar):
+            trace = models.run_text(source, text, None)
+            rows = slice(1, None) if model.config.causal else None
+            return group_distances(trace.attentions, trace.kv_group, rows=rows, permutations=PERMUTATIONS)
+
+        result = heavy_action("learn_kv_run", t("learn_kv_run"), compute)
+        if result is None:
+            return
+        store(key, result)
+    table = [{t("column_layer"): layer, t("learn_col_within"): _number(w), t("learn_col_across"): _number(a),
+              t("learn_col_p"): _number(p)}
+             for layer, (w, a, p) in enumerate(zip(result.within, result.across, result.p_value))]
+    st.dataframe(table, hide_index=True, key="learn_kv_table")
+    if info.attention_kind == "GQA":
+        st.caption(t("learn_kv_summary", closer=int((result.within < result.across).sum()), layers=len(result.within),
+                     sig=int((result.p_value < 0.05).sum()), within=float(result.within.mean()),
+                     across=float(result.across.mean()), pairs_within=result.n_within_pairs,
+                     pairs_across=result.n_across_pairs))
+
+
+def _number(value) -> float | None:
+    """A table cell: rounded, None (an empty cell) where the quantity is undefined (NaN)."""
+    return None if value != value else round(float(value), 4)
+
