@@ -11,4 +11,5 @@ st.navigation([
     st.Page(guarded(explore), title=t("page_explore"), icon="🔍", url_path="explore", default=True),
     st.Page("pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),
     st.Page("pages/2_Learn.py", title=t("page_learn"), icon="📖"),
+    st.Page("pages/3_Translate.py", title=t("page_translate"), icon="🌐"),
 ]).run()

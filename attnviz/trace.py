@@ -126,3 +126,33 @@ class AttentionTrace:
     @property
     def n_heads(self) -> int:
         return self.attentions.shape[1]
+
+
+@dataclass
+class Seq2SeqTrace(AttentionTrace):
+    """One encoder-decoder pass (a translation model). The inherited fields are the encoder's, the source
+    side (`attentions` = encoder self-attention [L, H, S, S]), so every single-sequence view, the Head
+    Finder and the probe read the source. The decoder's side: its input tokens (the decoder start token,
+    then the target shifted right, HF's `decoder_input_ids`), causal self-attention [L, H, T, T] and
+    cross-attention [L, H, T, S] (decoder queries, encoder keys: an alignment of target to source)."""
+
+    decoder_attentions: np.ndarray | None = None  # float32 [L_dec, H, T, T]
+    cross_attentions: np.ndarray | None = None  # float32 [L_dec, H, T, S]
+    target_text: str = ""
+    target_tokens: list[str] = field(default_factory=list)
+    target_offsets: list[tuple[int, int]] = field(default_factory=list)  # spans in target_text
+    target_input_ids: list[int] = field(default_factory=list)  # decoder_input_ids
+    labels: list[int] = field(default_factory=list)  # what each decoder position is trained to predict
+    target_special_mask: list[bool] = field(default_factory=list)
+    target_words: list[str] = field(default_factory=list)
+    target_word_spans: list[tuple[int, int]] = field(default_factory=list)
+    target_word_of_token: list[int | None] = field(default_factory=list)  # of each decoder input token
+    # The target word each decoder position *predicts* (its label): row t of the cross-attention is the step
+    # that produces labels[t], which is how alignments are read from it (Garg et al. 2019).
+    label_word_of_token: list[int | None] = field(default_factory=list)
+    target_truncated: bool = False
+    generated: bool = False  # True when target_text is the model's own greedy translation
+
+    @property
+    def encoder_attentions(self) -> np.ndarray:
+        return self.attentions

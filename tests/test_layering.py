@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
-CORE = {"config", "masks", "rope", "layers", "attention", "blocks", "model", "trace", "record", "kv_cache"}
+CORE = {"config", "masks", "rope", "layers", "attention", "blocks", "model", "trace", "record", "kv_cache",
+        "seq2seq"}
 THIRD_PARTY_ALLOWED_IN_CORE = {"torch", "numpy"}
 
 

@@ -11,6 +11,7 @@ from attnviz.loading.registry import CONVERTERS, converter_for
 from attnviz.loading.size import ModelTooLarge, load_bytes
 from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.model import Transformer
+from attnviz.seq2seq import EncoderDecoder
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +60,23 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     config = module.config
     device = pick_device(device)
     module = module.to(device=device, dtype=torch_dtype).eval()
+    if isinstance(module, EncoderDecoder):  # a translation model (Marian): its own run() and trace
+        from attnviz.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
+
+        limit = min([max_tokens] + [checkpoint.max_length] * (checkpoint.max_length is not None))
+        info = seq2seq_info(module, source, checkpoint.path, checkpoint.config["model_type"], limit)
+        progress("ready")
+        return LoadedSeq2Seq(module, checkpoint.tokenizer, info)
     info = ModelInfo.describe(module, source, checkpoint.path, checkpoint.config["model_type"],
                               _token_limit(max_tokens, config, checkpoint))
     progress("ready")
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
 
 
-def build_module(hf_config: dict, tensors: dict) -> Transformer:
+def build_module(hf_config: dict, tensors: dict) -> Transformer | EncoderDecoder:
     """Our transformer holding the checkpoint's numbers (strict: every tensor accounted for)."""
     converter = converter_for(hf_config)
-    module = Transformer(converter.config(hf_config))
+    module = converter.module(converter.config(hf_config))
     module.load_state_dict(converter.weights(hf_config, tensors, module), strict=True)
     return module
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 HF_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                  "silu": "silu"}
+                  "silu": "silu", "swish": "silu"}
 
 
 def activation(name: str) -> str:

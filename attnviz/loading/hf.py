@@ -8,6 +8,7 @@ Rust backend (`tokenizers.Tokenizer`), so running our model needs no transformer
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from attnviz.loading.sources import is_local_path
 
 # Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
-HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken", "merges.txt"]
+HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken", "merges.txt", "*.spm"]  # .spm: Marian
 
 
 @dataclass
@@ -102,7 +103,26 @@ def _read_directory(path: Path, progress, before_weights) -> Checkpoint:
     for file in files:
         tensors.update(load_file(str(file)))
     progress("reading tokenizer")
+    if config.get("model_type") == "marian":
+        return _marian_checkpoint(config, tensors, path)
     return _checkpoint(config, tensors, reference_tokenizer(path), path)
+
+
+def _marian_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:
+    """Marian's tokenizer has no Rust backend: read its SentencePiece files directly (attnviz.loading.spm),
+    which also gives the offsets."""
+    from attnviz.loading.spm import MarianSentencePiece
+
+    tokenizer = MarianSentencePiece.from_folder(path)
+    # Greedy decoding's rules live in the generation settings, which transformers 5 no longer keeps in the
+    # model config: never emit <pad> (bad_words_ids), end with </s> at the length limit (forced_eos_token_id).
+    config = dict(config)
+    for name in ("config.json", "generation_config.json"):  # the second wins, as in transformers
+        if (path / name).is_file():
+            raw = json.loads((path / name).read_text(encoding="utf-8"))
+            config.update({k: raw[k] for k in ("bad_words_ids", "forced_eos_token_id") if k in raw})
+    specials = {"eos_token": tokenizer.eos, "unk_token": tokenizer.unk, "pad_token": tokenizer.pad}
+    return Checkpoint(config, tensors, tokenizer, tokenizer.max_length, specials, str(path))
 
 
 def _read_gguf(path: Path, progress, before_weights) -> Checkpoint:

@@ -10,11 +10,15 @@ from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
+from attnviz.loading.marian import convert_marian, marian_config
+from attnviz.model import Transformer
+from attnviz.seq2seq import EncoderDecoder
 
 
 class Converter(NamedTuple):
     config: Callable[[dict], ModelConfig]  # HF config dict -> ours
     weights: Callable  # (HF config dict, checkpoint dict, our model) -> our state dict
+    module: Callable = Transformer  # our config -> our module (EncoderDecoder for translation models)
 
 
 CONVERTERS: dict[str, Converter] = {
@@ -26,6 +30,7 @@ CONVERTERS: dict[str, Converter] = {
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
     "qwen2": Converter(llama_config, convert_llama),
+    "marian": Converter(marian_config, convert_marian, EncoderDecoder),
 }
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 
 from attnviz.loading.registry import converter_for
-from attnviz.model import Transformer
 
 SAFETENSORS_HEADER_LIMIT = 100_000_000  # the safetensors format's own cap on its JSON header
 FLOAT32_BYTES = 4
@@ -32,7 +31,7 @@ def parameter_count(hf_config: dict) -> int:
     """Parameters of our module for this config, counted on the meta device."""
     config = converter_for(hf_config).config(hf_config)
     with torch.device("meta"):
-        return sum(p.numel() for p in Transformer(config).parameters())
+        return sum(p.numel() for p in converter_for(hf_config).module(config).parameters())
 
 
 def checkpoint_bytes(location: Path) -> int | None:

@@ -1,0 +1,278 @@
+"""The original Transformer's encoder-decoder, built from the same `MultiHeadAttention` as every other model.
+
+Three kinds of attention, one class: encoder self-attention (every source token sees every source token),
+causal decoder self-attention (target position t sees positions <= t) and cross-attention (decoder
+queries, the encoder's keys and values: `MultiHeadAttention(x, kv=encoder_hidden)`). The layout is
+Marian's (Helsinki-NLP opus-mt, Junczys-Dowmunt et al. 2018) as Hugging Face's `MarianMTModel` writes it:
+post-norm blocks (norm(x + f(x)), "Attention Is All You Need" order), token embeddings scaled by
+sqrt(d_model), fixed sinusoidal positions, no final norm, logits = lm_head(h) + final_logits_bias.
+The default config is the paper's base model: d_model 512, 8 heads of 64, 6 + 6 layers, FFN 2048
+(Marian uses swish/SiLU where the paper used ReLU).
+
+Shape legend: B batch, S source positions, T target positions, C model width, H heads, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnviz.attention import MultiHeadAttention
+from attnviz.kv_cache import KVCache
+from attnviz.layers import MLP
+from attnviz.masks import causal_mask, padding_mask
+from attnviz.record import Recorder
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    vocab_size: int  # source (and, when shared, target) vocabulary
+    d_model: int = 512
+    n_heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_ff: int = 2048
+    decoder_vocab_size: int | None = None  # None: the source vocabulary (shared embeddings)
+    activation: str = "silu"  # Marian's "swish"
+    max_positions: int = 512
+    norm_eps: float = 1e-5  # nn.LayerNorm's default, which HF's Marian layers use
+    scale_embedding: bool = True  # token embeddings times sqrt(d_model)
+    share_embeddings: bool = True  # one token embedding for encoder and decoder
+    tie_word_embeddings: bool = True  # lm_head reuses the decoder's token embedding
+    pad_token_id: int = 0
+    eos_token_id: int = 1
+    decoder_start_token_id: int = 0  # Marian starts the decoder with <pad>
+    bad_token_ids: tuple[int, ...] = field(default=())  # never generated (Marian's bad_words_ids: <pad>)
+    forced_eos: bool = True  # the last token greedy decoding may emit is EOS (HF's forced_eos_token_id)
+
+    def __post_init__(self) -> None:
+        bad = {n: getattr(self, n) for n in ("vocab_size", "d_model", "n_heads", "encoder_layers",
+                                              "decoder_layers", "d_ff", "max_positions") if getattr(self, n) < 1}
+        if bad:
+            raise ValueError(f"Seq2SeqConfig values must be positive: {bad}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.share_embeddings and self.decoder_vocab_size not in (None, self.vocab_size):
+            raise ValueError("shared embeddings need one vocabulary: decoder_vocab_size must equal vocab_size")
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.decoder_vocab_size or self.vocab_size
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def sinusoidal_positions(n_positions: int, dim: int) -> torch.Tensor:
+    """[n_positions, dim] float32, HF's MarianSinusoidalPositionalEmbedding: angle pos / 10000^(2i/dim),
+    sin of the even-indexed angles in the first half and cos of the odd-indexed ones in the second half
+    (not interleaved as in the paper's formula). Computed in float64 with numpy as HF does, then cast."""
+    position = np.arange(n_positions, dtype=np.float64)[:, None]
+    angle = position / np.power(10000, 2 * (np.arange(dim) // 2) / dim)[None, :]
+    half = dim // 2 if dim % 2 == 0 else dim // 2 + 1
+    out = np.empty((n_positions, dim), dtype=np.float32)
+    out[:, :half] = np.sin(angle[:, 0::2])
+    out[:, half:] = np.cos(angle[:, 1::2])
+    return torch.from_numpy(out)
+
+
+class EncoderBlock(nn.Module):
+    """x = norm(x + self_attn(x)); x = norm(x + mlp(x))."""
+
+    def __init__(self, c: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads)
+        self.self_attn_norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.mlp = MLP(c.d_model, c.d_ff, c.activation)
+        self.mlp_norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+
+    def forward(self, x, mask=None, record=None):
+        """x [B, S, C] -> [B, S, C]."""
+        out, _ = self.self_attn(x, mask, record=record)
+        x = self.self_attn_norm(x + out)
+        return self.mlp_norm(x + self.mlp(x))
+
+
+class DecoderBlock(nn.Module):
+    """x = norm(x + causal_self_attn(x)); x = norm(x + cross_attn(x, encoder)); x = norm(x + mlp(x))."""
+
+    def __init__(self, c: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads)
+        self.self_attn_norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads)
+        self.cross_attn_norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.mlp = MLP(c.d_model, c.d_ff, c.activation)
+        self.mlp_norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+
+    def forward(self, x, encoder_hidden, self_mask=None, cross_mask=None, self_record=None, cross_record=None,
+                self_cache=None, cross_cache=None):
+        """x [B, T, C], encoder_hidden [B, S, C] -> [B, T, C]."""
+        out, _ = self.self_attn(x, self_mask, record=self_record, cache=self_cache)
+        x = self.self_attn_norm(x + out)
+        out, _ = self.cross_attn(x, cross_mask, kv=encoder_hidden, record=cross_record, cache=cross_cache)
+        x = self.cross_attn_norm(x + out)
+        return self.mlp_norm(x + self.mlp(x))
+
+
+class Seq2SeqCache:
+    """Incremental decoding state: per decoder layer, the self-attention keys/values of the target so far
+    (one position longer each step) and the cross-attention keys/values of the encoder (filled on the
+    first step, then reused: the source does not change)."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.self_attention = KVCache(n_layers)
+        self.cross_attention = KVCache(n_layers)
+
+    @property
+    def length(self) -> int:
+        return self.self_attention.length
+
+    @property
+    def nbytes(self) -> int:
+        return self.self_attention.nbytes + self.cross_attention.nbytes
+
+
+@dataclass
+class Seq2SeqOutput:
+    encoder_hidden: torch.Tensor  # B, S, C
+    hidden: torch.Tensor  # B, T, C: the decoder's last block
+    logits: torch.Tensor | None  # B, T, V
+    encoder_attentions: torch.Tensor | None  # L_enc, B, H, S, S
+    decoder_attentions: torch.Tensor | None  # L_dec, B, H, T, T (T, past + T with a cache)
+    cross_attentions: torch.Tensor | None  # L_dec, B, H, T, S
+    records: dict[str, Recorder] = field(default_factory=dict)  # "encoder", "decoder", "cross"
+
+
+def _attentions(record: Recorder):
+    return record.stacked("attentions") if "attentions" in record.names else None
+
+
+class EncoderDecoder(nn.Module):
+    def __init__(self, config: Seq2SeqConfig | None = None) -> None:
+        super().__init__()
+        c = self.config = config or Seq2SeqConfig(vocab_size=32000)
+        self.encoder_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.decoder_embedding = (self.encoder_embedding if c.share_embeddings
+                                  else nn.Embedding(c.target_vocab_size, c.d_model))
+        # A buffer, not a parameter: fixed, saved with the state dict so a loaded model carries its table.
+        self.register_buffer("positions", sinusoidal_positions(c.max_positions, c.d_model), persistent=False)
+        self.encoder_blocks = nn.ModuleList(EncoderBlock(c) for _ in range(c.encoder_layers))
+        self.decoder_blocks = nn.ModuleList(DecoderBlock(c) for _ in range(c.decoder_layers))
+        self.lm_head = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
+        if c.tie_word_embeddings:
+            self.lm_head.weight = self.decoder_embedding.weight
+        self.register_buffer("final_logits_bias", torch.zeros(c.target_vocab_size))
+        self.embed_scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
+
+    @property
+    def kv_group(self) -> list[int]:
+        return self.encoder_blocks[0].self_attn.kv_group
+
+    def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, past: int = 0) -> torch.Tensor:
+        t = ids.shape[1]
+        if past + t > self.config.max_positions:
+            raise ValueError(f"{past + t} positions exceed the model's {self.config.max_positions}")
+        return embedding(ids) * self.embed_scale + self.positions[past:past + t]  # B, T, C
+
+    def encode(self, input_ids, attention_mask=None, record: Recorder | None = None) -> torch.Tensor:
+        """input_ids [B, S] (attention_mask [B, S], 1 = token) -> encoder hidden states [B, S, C]."""
+        record = Recorder("attentions") if record is None else record
+        x = self._embed(self.encoder_embedding, input_ids)
+        mask = _padding(attention_mask)
+        record.begin(len(self.encoder_blocks))
+        for layer, block in enumerate(self.encoder_blocks):
+            x = block(x, mask, record=record.at(layer))
+        return x
+
+    def decode(self, decoder_input_ids, encoder_hidden, attention_mask=None, decoder_attention_mask=None,
+               record: Recorder | None = None, cross_record: Recorder | None = None,
+               cache: Seq2SeqCache | None = None, with_logits: bool = True):
+        """decoder_input_ids [B, T] -> (hidden [B, T, C], logits [B, T, V] or None).
+
+        attention_mask [B, S] is the encoder's padding (cross-attention never reads padded source
+        positions); with a cache, decoder_input_ids are the new positions only (no padding)."""
+        record = Recorder("attentions") if record is None else record
+        cross_record = Recorder("attentions") if cross_record is None else cross_record
+        past = 0 if cache is None else cache.length
+        t = decoder_input_ids.shape[1]
+        x = self._embed(self.decoder_embedding, decoder_input_ids, past)
+        self_mask = causal_mask(t, past + t, device=x.device) if t > 1 else None
+        if decoder_attention_mask is not None and not bool(decoder_attention_mask.all()):
+            if past:
+                raise ValueError("padding is not supported when decoding with a KV cache")
+            self_mask = padding_mask(decoder_attention_mask) & self_mask if t > 1 else padding_mask(
+                decoder_attention_mask)
+        cross_mask = _padding(attention_mask)
+        record.begin(len(self.decoder_blocks))
+        cross_record.begin(len(self.decoder_blocks))
+        for layer, block in enumerate(self.decoder_blocks):
+            x = block(
+                x, encoder_hidden, self_mask, cross_mask, record.at(layer), cross_record.at(layer),
+                None if cache is None else cache.self_attention[layer],
+                None if cache is None else cache.cross_attention[layer],
+            )
+        logits = self.lm_head(x) + self.final_logits_bias if with_logits else None
+        return x, logits
+
+    def forward(self, input_ids, decoder_input_ids, attention_mask=None, decoder_attention_mask=None,
+                encoder_record: Recorder | None = None, decoder_record: Recorder | None = None,
+                cross_record: Recorder | None = None, with_logits: bool = True) -> Seq2SeqOutput:
+        """Teacher forcing: the source through the encoder, the whole target prefix through the decoder.
+        One Recorder per attention kind (default: the attention probabilities of each)."""
+        records = {
+            "encoder": Recorder("attentions") if encoder_record is None else encoder_record,
+            "decoder": Recorder("attentions") if decoder_record is None else decoder_record,
+            "cross": Recorder("attentions") if cross_record is None else cross_record,
+        }
+        encoder_hidden = self.encode(input_ids, attention_mask, records["encoder"])
+        hidden, logits = self.decode(decoder_input_ids, encoder_hidden, attention_mask, decoder_attention_mask,
+                                     records["decoder"], records["cross"], with_logits=with_logits)
+        return Seq2SeqOutput(encoder_hidden, hidden, logits, _attentions(records["encoder"]),
+                             _attentions(records["decoder"]), _attentions(records["cross"]), records)
+
+    @torch.inference_mode()
+    def greedy(self, input_ids, max_new_tokens: int, attention_mask=None, forced_eos: bool | None = None,
+               cache: Seq2SeqCache | None = None) -> torch.Tensor:
+        """Greedy decoding with a KV cache, as HF's generate(num_beams=1, do_sample=False): starts from
+        decoder_start_token_id, never picks `bad_token_ids`, forces EOS as the last of max_new_tokens
+        (HF's ForcedEOSTokenLogitsProcessor with Marian's forced_eos_token_id), stops when every row has
+        produced EOS and pads finished rows. Returns [B, 1 + n] including the start token."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        c = self.config
+        forced_eos = c.forced_eos if forced_eos is None else forced_eos
+        b = input_ids.shape[0]
+        encoder_hidden = self.encode(input_ids, attention_mask, Recorder())
+        cache = Seq2SeqCache(c.decoder_layers) if cache is None else cache
+        out = torch.full((b, 1), c.decoder_start_token_id, dtype=torch.long, device=input_ids.device)
+        done = torch.zeros(b, dtype=torch.bool, device=input_ids.device)
+        step_ids = out
+        for step in range(max_new_tokens):
+            _, logits = self.decode(step_ids, encoder_hidden, attention_mask, record=Recorder(),
+                                    cross_record=Recorder(), cache=cache)
+            scores = logits[:, -1].float()  # B, V
+            if c.bad_token_ids:
+                scores[:, list(c.bad_token_ids)] = -math.inf
+            if forced_eos and step == max_new_tokens - 1:
+                scores = torch.full_like(scores, -math.inf)
+                scores[:, c.eos_token_id] = 0
+            token = scores.argmax(dim=-1)  # B
+            token = torch.where(done, torch.full_like(token, c.pad_token_id), token)
+            out = torch.cat((out, token[:, None]), dim=1)
+            done |= token == c.eos_token_id
+            if bool(done.all()):
+                break
+            step_ids = token[:, None]
+        return out
+
+
+def _padding(attention_mask):
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return padding_mask(attention_mask)  # B, 1, 1, S

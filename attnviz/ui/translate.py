@@ -1,0 +1,232 @@
+"""Translate: an encoder-decoder's three kinds of attention (encoder self, causal decoder self, cross) on a
+source sentence and its translation (the model's own greedy one, or a target the visitor types).
+
+Bounded work for a public host: source and target at most MAX_TOKENS tokens each, greedy decoding at most
+MAX_NEW_TOKENS steps, every run under `models.reserve` and in the heavy-work slot, traces shared through the
+process's trace store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import streamlit as st
+
+from attnviz import plots
+from attnviz.analysis.alignment import alignment, best_source_words
+from attnviz.loaded_seq2seq import LoadedSeq2Seq
+from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
+from attnviz.ui import models
+from attnviz.ui.common import (
+    guarded,
+    language_switch,
+    load_failure,
+    plot_text,
+    public_message,
+    restore_from_url,
+    seed_from_url,
+    session_id,
+    t,
+    write_url,
+)
+from attnviz.ui.escape import md
+
+PRESETS = [RANDOM_MARIAN_NAME, "Helsinki-NLP/opus-mt-en-zh", "Helsinki-NLP/opus-mt-zh-en", "Helsinki-NLP/opus-mt-en-de"]
+KINDS = ("cross", "encoder", "decoder")
+MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
+MAX_TOKENS = 128  # source and target tokens
+MAX_NEW_TOKENS = 64  # greedy decoding steps
+LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
+EXAMPLE = "The keys to the cabinet are on the table."
+PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
+
+
+@st.cache_resource(show_spinner=False)
+def load_random_marian() -> LoadedSeq2Seq:
+    """The offline, untrained translation model (44.7M parameters, 179 MB), once per process."""
+    with models.reserve(200_000_000):
+        return random_marian(max_tokens=MAX_TOKENS)
+
+
+def pick_model() -> str:
+    st.sidebar.subheader(t("translate_model"))
+    seed_from_url("translate_preset", PRESETS[0], "tmodel")
+    if st.session_state["translate_preset"] not in PRESETS:  # a link's custom model
+        st.session_state.setdefault("translate_custom", st.session_state["translate_preset"])
+        st.session_state["translate_preset"] = PRESETS[0]
+    shown = {name: t("translate_random") if name == RANDOM_MARIAN_NAME else name for name in PRESETS}
+    st.sidebar.selectbox(t("translate_model"), PRESETS, key="translate_preset", format_func=shown.get)
+    st.sidebar.text_input(t("translate_model_custom"), key="translate_custom", max_chars=300,
+                          help=t("translate_model_custom_help"))
+    return (st.session_state.get("translate_custom") or "").strip() or st.session_state["translate_preset"]
+
+
+def get_model(name: str) -> tuple[LoadedSeq2Seq, str]:
+    """The translation model for `name`; on any failure (offline hub, not a Marian model) a message and the
+    untrained offline model, which is always at hand."""
+    if name == RANDOM_MARIAN_NAME:
+        return load_random_marian(), name
+    failures = st.session_state.setdefault("translate_failures", {})
+    if name not in failures:
+        try:
+            model = models.cached_model(name)
+            if model is None:
+                source = models.check_source(name)
+                with st.sidebar.status(t("loading_model", name=md(name)), expanded=False) as status:
+                    model = models.load_model(source)
+                    status.update(label=md(name), state="complete")
+            if isinstance(model, LoadedSeq2Seq):
+                return model, name
+            failures[name] = t("translate_not_seq2seq", name=md(name))
+        except Exception as error:  # every failure is a message (load_failure logs the unforeseen ones)
+            failures[name] = load_failure(name, error)
+    st.sidebar.error(failures[name])
+    st.sidebar.info(t("translate_fallback"))
+    return load_random_marian(), RANDOM_MARIAN_NAME
+
+
+def trace_need(model: LoadedSeq2Seq) -> int:
+    """Peak bytes of one bounded run: the three attention kinds in float32, and the activations."""
+    c = model.config
+    n = MAX_TOKENS + 1
+    return 4 * c.n_heads * n * n * (c.encoder_layers + 2 * c.decoder_layers) + 8 * n * c.d_ff * 4 + 16_000_000
+
+
+def run_translation(model: LoadedSeq2Seq, name: str, source: str, target: str, language: str | None):
+    """The trace, shared by every session through the trace store; computed in the heavy-work slot."""
+    key = ("translate", name, source, target, language)
+    store = models.shared()["traces"]
+    trace = store.get(key)
+    if trace is not None:
+        return trace
+    with st.spinner(t("translate_running")):
+        with models.heavy_slot(session_id()), models.reserve(trace_need(model), keep_model=name):
+            trace = model.run(source, target or None, language_code=language, max_new_tokens=MAX_NEW_TOKENS,
+                              max_tokens=MAX_TOKENS)
+    nbytes = sum(a.nbytes for a in (trace.attentions, trace.decoder_attentions, trace.cross_attentions))
+    store.put(key, trace, nbytes)
+    return trace
+
+
+def attention_of(trace, kind: str) -> tuple[np.ndarray, list[str], list[str]]:
+    """[L, H, T, S] of one kind, with its query (row) and key (column) token labels."""
+    if kind == "encoder":
+        return trace.attentions, trace.tokens, trace.tokens
+    if kind == "decoder":
+        return trace.decoder_attentions, trace.target_tokens, trace.target_tokens
+    return trace.cross_attentions, trace.target_tokens, trace.tokens
+
+
+def render() -> None:
+    restore_from_url()
+    language_switch()
+    name = pick_model()
+    st.title(t("translate_title"))
+    st.caption(t("translate_caption"))
+    model, shown = get_model(name)
+    if model.untrained:
+        st.warning(t("translate_untrained"))
+    c = model.config
+    st.caption(t("translate_facts", name=md(t("translate_random") if shown == RANDOM_MARIAN_NAME else shown),
+                 d=c.d_model, heads=c.n_heads, enc=c.encoder_layers, dec=c.decoder_layers,
+                 params=model.info.n_parameters / 1e6))
+
+    language = None
+    if model.language_codes:
+        seed_from_url("translate_language", None, "tlang")
+        if st.session_state["translate_language"] not in model.language_codes:
+            preferred = PREFERRED_LANGUAGE if PREFERRED_LANGUAGE in model.language_codes else None
+            st.session_state["translate_language"] = preferred or model.language_codes[0]
+        language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
+                                help=t("translate_language_help"))
+    seed_from_url("translate_source", EXAMPLE, "src")
+    seed_from_url("translate_target", "", "target")
+    source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
+    target = st.text_input(t("translate_target"), key="translate_target", max_chars=MAX_CHARS,
+                           help=t("translate_target_help"))
+    seed_from_url("translate_kind", "cross", "kind")
+    write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
+              kind=st.session_state.get("translate_kind"))
+    if not source.strip():
+        st.info(t("translate_empty"))
+        return
+    try:
+        trace = run_translation(model, shown, source, target.strip(), language)
+    except models.Busy:
+        st.warning(t("busy"))
+        return
+    except models.OverBudget as error:
+        st.error(t("over_budget", name=md(shown), need=error.need / 1e9, budget=error.budget / 1e9,
+                   used=error.used / 1e9))
+        return
+    except ValueError as error:
+        st.error(t("translate_error", error=md(public_message(error, shown))))
+        return
+    show_output(trace)
+    views(trace, shown)
+
+
+def show_output(trace) -> None:
+    label = t("translate_output_generated") if trace.generated else t("translate_output_given")
+    st.markdown(f"**{label}**")
+    st.markdown(md(trace.target_text) if trace.target_text else t("translate_output_empty"))
+    notes = [t("translate_tokens", s=len(trace.tokens), t=len(trace.target_tokens))]
+    if trace.truncated or trace.target_truncated:
+        notes.append(t("translate_truncated", n=MAX_TOKENS))
+    st.caption(" · ".join(notes))
+
+
+def views(trace, name: str) -> None:
+    # Labels translated now, not in format_func: Streamlit may call it outside this run (AppTest does).
+    labels = {kind: t(f"translate_kind_{kind}") for kind in KINDS}
+    st.radio(t("translate_kind"), KINDS, key="translate_kind", horizontal=True, format_func=labels.get)
+    kind = st.session_state["translate_kind"]
+    st.caption(t(f"translate_kind_caption_{kind}"))
+    attentions, rows, cols = attention_of(trace, kind)
+    n_layers, n_heads = attentions.shape[:2]
+    text = dataclasses.replace(plot_text(), open_head=t("translate_pick_below"))
+    figure = models.cached_figure(
+        ("translate", name, trace.texts, trace.target_text, trace.generated, kind, text),
+        lambda: plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text),
+    )
+    st.plotly_chart(figure, key="translate_mosaic", width="stretch", config={"displaylogo": False})
+    head_detail(trace, kind, n_layers, n_heads)
+
+
+@st.fragment
+@guarded
+def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
+    """One head: a fragment, so picking a layer or head redraws only this part."""
+    for key, url_key, limit in (("translate_layer", "tlayer", n_layers), ("translate_head", "thead", n_heads)):
+        seed_from_url(key, 0, url_key)
+        if not 0 <= st.session_state[key] < limit:
+            st.session_state[key] = 0
+    left, right = st.columns(2)
+    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer")
+    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head")
+    write_url(tlayer=layer, thead=head)
+    attentions, rows, cols = attention_of(trace, kind)
+    figure = plots.head_heatmap(attentions[layer, head], rows, cols, causal=kind == "decoder", text=plot_text())
+    st.plotly_chart(figure, key="translate_head_view", width="stretch", config={"displaylogo": False})
+    if kind == "cross":
+        alignment_table(trace, layer, head)
+
+
+def alignment_table(trace, layer: int, head: int) -> None:
+    """Cross-attention as word alignment: each target word and the source word it weighs most."""
+    st.subheader(t("translate_alignment_title"))
+    mean = st.toggle(t("translate_alignment_mean"), key="translate_alignment_mean", value=True)
+    matrix = alignment(trace, layer, None if mean else head)
+    which = t("translate_alignment_all_heads") if mean else t("translate_alignment_one_head", head=head)
+    st.caption(t("translate_alignment_caption", layer=layer, which=which))
+    if not trace.target_words or not trace.words:
+        st.info(t("translate_alignment_none"))
+        return
+    st.plotly_chart(plots.head_heatmap(matrix, trace.target_words, trace.words, text=plot_text()),
+                    key="translate_alignment_grid", width="stretch", config={"displaylogo": False})
+    pairs = best_source_words(matrix)
+    st.dataframe({t("translate_column_target"): [trace.target_words[i] for i, _, _ in pairs],
+                  t("translate_column_source"): [trace.words[j] for _, j, _ in pairs],
+                  t("translate_column_weight"): [round(w, 3) for _, _, w in pairs]}, hide_index=True)

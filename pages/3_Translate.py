@@ -1,0 +1,9 @@
+"""Translate: an encoder-decoder's encoder, decoder and cross-attention on a sentence and its translation."""
+
+import streamlit as st
+
+from attnviz.ui.common import guarded
+from attnviz.ui.translate import render
+
+st.set_page_config(page_title="attnviz · Translate", layout="wide")
+guarded(render)()
