@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from attnviz.model import ForwardOutput, Transformer
+from attnviz.record import Recorder
 from attnviz.trace import AttentionTrace, align_tokens_to_words, split_words
 
 TOP_K = 5
@@ -43,6 +44,7 @@ class ModelInfo:
     dtype: str
     max_tokens: int
     causal: bool
+    mlm_head: bool = False  # an encoder with a masked-LM head (mask filling, attnviz.effects)
 
     @classmethod
     def describe(cls, module: Transformer, name: str, path: str, model_type: str, max_tokens: int) -> ModelInfo:
@@ -53,7 +55,22 @@ class ModelInfo:
             n_kv_heads=config.kv_heads, attention_kind=config.attention_kind,
             n_parameters=sum(p.numel() for p in module.parameters()), device=weight.device.type,
             dtype=str(weight.dtype).removeprefix("torch."), max_tokens=max_tokens, causal=config.causal,
+            mlm_head=getattr(module, "mlm_head", None) is not None,
         )
+
+
+class _OneLayer(Recorder):
+    """A recorder that keeps its names for one layer only; the other layers report to a record that
+    wants nothing, so they compute nothing extra (the queries of one layer, not of thirty)."""
+
+    _NOTHING = Recorder()
+
+    def __init__(self, layer: int, *names: str) -> None:
+        super().__init__(*names)
+        self.layer = layer
+
+    def at(self, layer: int):
+        return super().at(layer) if layer == self.layer else self._NOTHING.at(layer)
 
 
 class LoadedModel:
@@ -127,7 +144,25 @@ class LoadedModel:
         return self.tokenizer.encode(text) if text_pair is None else self.tokenizer.encode(text, text_pair)
 
     @torch.inference_mode()
-    def forward_encodings(self, encodings, with_logits: bool = True) -> ForwardOutput:
+    def record(self, text: str, text_pair: str | None = None, names=("value_norms",),
+               layer: int | None = None) -> dict[str, np.ndarray]:
+        """What the views beyond raw weights need (attnviz.record names), from one more forward pass of
+        `text`: e.g. value_norms [L, H, S], queries [L, H, T, D], keys [L, K, S, D] (after rotary);
+        with `layer`, that layer's only ([H, S], [H, T, D], ...), the other layers recording nothing.
+        float32 numpy, batch dimension dropped. `run` stays as it is: it records attentions only."""
+        if layer is not None and not 0 <= layer < self.info.n_layers:
+            raise ValueError(f"layer {layer} outside 0..{self.info.n_layers - 1}")
+        recorder = Recorder(*names) if layer is None else _OneLayer(layer, *names)
+        out = self.forward_encodings([self.encode(text, text_pair)], with_logits=False, record=recorder)
+        if layer is None:
+            tensors = {name: recorder.stacked(name)[:, 0] for name in names}  # L, ...
+        else:
+            tensors = {name: out.attentions[layer, 0] if name == "attentions" else recorder.layers[layer][name][0]
+                       for name in names}
+        return {name: tensor.float().cpu().numpy() for name, tensor in tensors.items()}
+
+    @torch.inference_mode()
+    def forward_encodings(self, encodings, with_logits: bool = True, record: Recorder | None = None) -> ForwardOutput:
         width = max(len(e.ids) for e in encodings)
         ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -137,7 +172,7 @@ class LoadedModel:
             mask[b, : len(e.ids)] = 1
             types[b, : len(e.ids)] = torch.tensor(e.type_ids)
         device = self.info.device
-        return self.module(ids.to(device), mask.to(device), types.to(device), with_logits=with_logits)
+        return self.module(ids.to(device), mask.to(device), types.to(device), with_logits=with_logits, record=record)
 
     @torch.inference_mode()
     def run_ids(self, ids: list[list[int]]) -> np.ndarray:

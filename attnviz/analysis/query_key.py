@@ -1,0 +1,72 @@
+"""Why one key wins: the query-key view of one head and one query position (bertviz's neuron view).
+
+The pre-softmax score of query i and key j is q_i . k_j / sqrt(D) = sum_d (q_i[d] * k_j[d]) / sqrt(D):
+the per-dimension products, divided by sqrt(D), add up to the score, and the softmax of the scores over
+the keys the query may see is the attention row. Splitting each sum into its positive and negative
+parts shows whether a key wins by many small agreements or a few large ones, and what pulls it down.
+
+Queries and keys are taken as the model multiplies them: after rotary for Llama-family models, and for
+GQA/MQA the key of query head h is KV head kv_group[h]. Pure numpy on arrays recorded by the caller.
+
+Shapes: H query heads, K key/value heads, T query positions, S key positions, D head dim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class QueryKeyView:
+    head: int
+    kv_head: int
+    query_position: int
+    query: np.ndarray  # [D] float64
+    keys: np.ndarray  # [S, D] float64
+    products: np.ndarray  # [S, D] q[d] * k_j[d] / sqrt(D): each key's row sums to its score
+    scores: np.ndarray  # [S] pre-softmax scores (NaN where the query may not look)
+    positive: np.ndarray  # [S] sum of the positive products (/ sqrt(D))
+    negative: np.ndarray  # [S] sum of the negative products (/ sqrt(D)), <= 0
+    visible: np.ndarray  # [S] bool: the keys the query may attend to
+    probabilities: np.ndarray  # [S] softmax of the visible scores, 0 elsewhere
+
+    @property
+    def head_dim(self) -> int:
+        return self.query.shape[0]
+
+
+def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal: bool = False,
+              scale: float | None = None) -> QueryKeyView:
+    """The view for `head` and query position `query`, from one layer's queries [H, T, D] and keys
+    [K, S, D]. `causal` hides keys after the query (aligned at the end when keys include a prefix);
+    `scale` defaults to 1 / sqrt(D), the kernel's."""
+    q_all, k_all = np.asarray(queries, dtype=np.float64), np.asarray(keys, dtype=np.float64)
+    if q_all.ndim != 3 or k_all.ndim != 3 or q_all.shape[-1] != k_all.shape[-1]:
+        raise ValueError(f"queries must be [H, T, D] and keys [K, S, D], got {q_all.shape} and {k_all.shape}")
+    n_heads, n_queries, dim = q_all.shape
+    if len(kv_group) != n_heads:
+        raise ValueError(f"kv_group has {len(kv_group)} entries for {n_heads} query heads")
+    if not 0 <= head < n_heads:
+        raise ValueError(f"head {head} outside 0..{n_heads - 1}")
+    if not 0 <= query < n_queries:
+        raise ValueError(f"query position {query} outside 0..{n_queries - 1}")
+    kv_head = int(kv_group[head])
+    if not 0 <= kv_head < k_all.shape[0]:
+        raise ValueError(f"kv_group[{head}] = {kv_head}, but there are {k_all.shape[0]} key heads")
+    scale = dim**-0.5 if scale is None else scale
+    q, k = q_all[head, query], k_all[kv_head]  # D; S, D
+    n_keys = k.shape[0]
+    visible = np.ones(n_keys, dtype=bool)
+    if causal:
+        visible = np.arange(n_keys) <= query + (n_keys - n_queries)
+    products = q[None, :] * k * scale  # S, D
+    scores = np.where(visible, products.sum(axis=-1), np.nan)
+    shifted = np.exp(np.where(visible, scores - np.nanmax(scores), -np.inf))
+    return QueryKeyView(
+        head=head, kv_head=kv_head, query_position=query, query=q, keys=k, products=products,
+        scores=scores, positive=np.where(products > 0, products, 0).sum(axis=-1),
+        negative=np.where(products < 0, products, 0).sum(axis=-1), visible=visible,
+        probabilities=shifted / shifted.sum(),
+    )

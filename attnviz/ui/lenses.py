@@ -1,0 +1,144 @@
+"""The Explore page's lens switch (raw, value-weighted, rollout, flow) and its query-key view.
+
+explore.py calls `lens_switch` once per run (it returns the lens whose view the mosaic and the head
+detail draw), `mosaic_columns` on the mosaic figure it builds, `lens_head` and `query_key_view` inside
+the head detail fragment. The arrays come from ui/models.py (shared, under the memory budget); the
+arithmetic from attnviz.analysis.lenses and attnviz.analysis.query_key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attnviz import plots
+from attnviz.analysis import lenses
+from attnviz.analysis.query_key import query_key
+from attnviz.analysis.views import token_labels
+from attnviz.ui import models
+from attnviz.ui.common import seed_from_url, session_id, t, write_url
+from attnviz.ui.escape import md
+
+LENSES = list(lenses.LENSES)  # option values: "raw", "value", "rollout", "flow"
+PER_LAYER = ("rollout", "flow")  # one map per layer, drawn as a single head
+QK_KEYS = 48  # keys the query-key view draws at most: the visible ones with the highest weight
+
+
+def lens_switch(info, trace, source: str, text: str, text_b: str | None) -> tuple[str, bool]:
+    """The lens radio (and the row-normalise toggle of the value-weighted lens). Returns the lens to
+    draw and whether value weights are row-normalised: "raw" while flow is not available (too many
+    tokens, not computed yet) or the stack is not self-attention."""
+    seed_from_url("lens", "raw")
+    seed_from_url("lens_norm", True)
+    cols = st.columns([4, 1])
+    lens = cols[0].radio(t("lens"), LENSES, key="lens", horizontal=True, help=t("lens_help"),
+                         format_func={v: t(f"lens_{v}") for v in LENSES}.get)
+    normalise = True
+    if lens == "value":
+        normalise = cols[1].toggle(t("lens_normalise"), key="lens_norm", help=t("lens_normalise_help"))
+    st.caption(t(f"lens_{lens}_caption", limit=lenses.FLOW_MAX_TOKENS))
+    write_url(lens=lens if lens != "raw" else None, lens_norm=None if normalise else False)
+    if lens in PER_LAYER and trace.attentions.shape[-1] != trace.attentions.shape[-2]:
+        st.info(t("lens_self_only"))
+        return "raw", normalise
+    if lens == "flow" and not flow_ready(trace, source, text, text_b):
+        return "raw", normalise
+    return lens, normalise
+
+
+def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
+    """Whether the flow of this text is there to draw; offers to compute it (a heavy action: the
+    process's heavy-work slot, a progress bar per layer, a Cancel that stops it by rerunning)."""
+    n = len(trace.tokens)
+    if n > lenses.FLOW_MAX_TOKENS:
+        st.warning(t("lens_flow_too_long", limit=lenses.FLOW_MAX_TOKENS, n=n))
+        return False
+    if models.lens_attentions(source, text, text_b, "flow") is not None:
+        return True
+    st.info(t("lens_flow_pending"))
+    if not st.button(t("lens_flow_run"), key="lens_flow_run"):
+        return False
+    cancel = st.empty()
+    cancel.button(t("cancel"), key="lens_flow_cancel")  # pressing it reruns, which stops the run
+    bar = st.progress(0.0, text=t("waiting_slot"))
+    try:
+        with models.heavy_slot(session_id()):
+            models.compute_flow(source, text, text_b, progress=lambda done, total: bar.progress(
+                done / total, text=t("lens_flow_progress", done=done, total=total)))
+    except models.Busy:
+        st.warning(t("busy"))
+        return False
+    except models.OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return False
+    finally:
+        bar.empty()
+        cancel.empty()
+    st.rerun()  # the whole page draws the flow now
+    return True
+
+
+def peak_note(view_key: tuple) -> None:
+    """Under the mosaic of unnormalised value weights: what the colours are relative to."""
+    if len(view_key) > 5 and view_key[5] == "value" and not view_key[6]:
+        peak = models.lens_peak(*view_key)
+        if peak is not None:
+            st.caption(t("lens_peak", peak=peak))
+
+
+def mosaic_columns(figure, lens: str):
+    """A per-layer lens's mosaic has one column of tiles: name it "all heads", not "H0"."""
+    if lens in PER_LAYER:
+        ticktext = list(figure.layout.xaxis.ticktext or [])
+        if ticktext:
+            ticktext[0] = t("lens_all_heads")
+            figure.update_xaxes(ticktext=ticktext)
+    return figure
+
+
+def lens_head(view, head: int, lens: str) -> int:
+    """The head index into a lens view: a per-layer lens has one map per layer (index 0)."""
+    if view.attentions.shape[1] == 1 and lens in PER_LAYER:
+        st.caption(t("lens_head_note", lens=t(f"lens_{lens}")))
+        return 0
+    return head
+
+
+def query_key_view(info, trace, source: str, text: str, text_b: str | None, layer: int, head: int) -> None:
+    """Why one key wins (bertviz's neuron view, on the model's own queries and keys): for the chosen
+    query token, each visible key's score split into positive and negative per-dimension products,
+    and the products themselves, keys x dimensions."""
+    labels = token_labels(trace)
+    n = len(labels)
+    seed_from_url("qk_query", n - 1 if info.causal else min(1, n - 1), "query")
+    if not 0 <= st.session_state["qk_query"] < n:  # another text, or a stale link
+        st.session_state["qk_query"] = n - 1
+    with st.expander(t("qk_title"), expanded=False):
+        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}")
+        write_url(query=position)
+        try:
+            recorded = models.query_keys(source, text, text_b, layer)
+        except models.OverBudget as error:
+            st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+            return
+        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, causal=info.causal)
+        rotary = t("qk_rotary") if getattr(models.model_for(source).config, "rope_theta", None) is not None else ""
+        st.caption(t("qk_caption", head=head, layer=layer, kv=view.kv_head, rotary=rotary, dim=view.head_dim))
+        row = np.asarray(trace.attentions[layer, head, position], dtype=np.float64)
+        st.caption(t("qk_check", diff=float(np.abs(view.probabilities - row).max())))
+        visible = np.flatnonzero(view.visible)
+        shown = np.sort(visible[np.argsort(-view.probabilities[visible], kind="stable")[:QK_KEYS]])
+        if len(shown) < len(visible):
+            st.caption(t("qk_shown", n=len(shown), total=len(visible)))
+        key_labels = [labels[j] for j in shown]
+        words = {name: t(f"qk_{name}") for name in ("positive", "negative", "score", "weight", "key", "dimension",
+                                                     "product")}
+        st.plotly_chart(plots.query_key_bars(view.positive[shown], view.negative[shown], view.scores[shown],
+                                             view.probabilities[shown], key_labels, shown.tolist(), words),
+                        key="qk_bars", width="stretch")
+        st.plotly_chart(plots.query_key_products(view.products[shown], view.query, view.keys[shown], key_labels,
+                                                 shown.tolist(), words),
+                        key="qk_products", width="stretch")
+        top = int(shown[np.argmax(view.probabilities[shown])])
+        st.caption(md(f"{position}: {labels[position]} → {top}: {labels[top]}  ({t('qk_score')} "
+                      f"{view.scores[top]:.3f}, {t('qk_weight')} {view.probabilities[top]:.3f})"))
