@@ -37,6 +37,9 @@ class ModelConfig:
     embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT family)
     lm_head: bool = False  # keep an unembedding for next-token predictions
     tie_word_embeddings: bool = False
+    # A masked-LM head (BERT's cls.predictions, RoBERTa's lm_head) and the activation of its transform;
+    # None: the checkpoint has none (sentence-embedding and fine-tuned encoders).
+    mlm_head: Activation | None = None
     sliding_window: int | None = None  # Mistral-style local attention window
 
     def __post_init__(self) -> None:

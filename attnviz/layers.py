@@ -58,3 +58,19 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MaskedLMHead(nn.Module):
+    """decoder(LayerNorm(act(dense(x)))) with a bias per vocabulary entry: BERT's cls.predictions
+    (transform + decoder) and RoBERTa's lm_head, whose decoder weight is usually tied to the token
+    embedding. Gives masked-LM logits [..., V] from final hidden states [..., C]."""
+
+    def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.act = ACTIVATIONS[activation]
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.decoder = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(self.act(self.dense(x))))

@@ -14,7 +14,7 @@ from torch import nn
 from attnviz.blocks import Block
 from attnviz.config import ModelConfig
 from attnviz.kv_cache import KVCache
-from attnviz.layers import make_norm
+from attnviz.layers import MaskedLMHead, make_norm
 from attnviz.masks import causal_mask, padding_mask
 from attnviz.record import Recorder
 from attnviz.rope import inverse_frequencies, rotary_cos_sin
@@ -42,6 +42,11 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False) if c.lm_head else None
         if self.lm_head is not None and c.tie_word_embeddings:
             self.lm_head.weight = self.token_embedding.weight
+        self.mlm_head = None
+        if c.mlm_head is not None:
+            self.mlm_head = MaskedLMHead(c.d_model, c.vocab_size, c.mlm_head, c.norm_eps)
+            if c.tie_word_embeddings:
+                self.mlm_head.decoder.weight = self.token_embedding.weight
         # A plain attribute, not a buffer: `model.to(bfloat16)` must not round the frequencies (the angles
         # are computed in float32 whatever the model's dtype); forward moves it to the input's device.
         self.inv_freq = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from attnviz.config import ModelConfig
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
@@ -26,7 +28,21 @@ def bert_config(hf: dict) -> ModelConfig:
         position_offset=hf["pad_token_id"] + 1 if roberta else 0,
         pad_token_id=hf.get("pad_token_id"),
         embedding_norm=True,
+        # RoBERTa's lm_head applies gelu whatever hidden_act says; BERT's transform uses hidden_act.
+        mlm_head=(("gelu" if roberta else activation(hf.get("hidden_act", "gelu"))) if has_mlm_head(hf) else None),
+        tie_word_embeddings=hf.get("tie_word_embeddings", True),
     )
+
+
+# Architectures whose checkpoints carry a masked-LM head (BertForPreTraining adds next-sentence
+# prediction, which the app does not use). The head is kept when the config names one of them: the
+# config, not the tensors, decides, because the module is built (and its size estimated) before any
+# weight is read.
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "XLMRobertaForMaskedLM")
+
+
+def has_mlm_head(hf: dict) -> bool:
+    return any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
 
 
 def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
@@ -50,10 +66,40 @@ def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
             w.move(f"{hf_layer}intermediate.dense.{p}", f"{ours}mlp.up_proj.{p}")
             w.move(f"{hf_layer}output.dense.{p}", f"{ours}mlp.down_proj.{p}")
             w.move(f"{hf_layer}output.LayerNorm.{p}", f"{ours}mlp_norm.{p}")
+    if model.mlm_head is not None:
+        roberta = model.config.family == "roberta"
+        if ("lm_head.dense" if roberta else "cls.predictions.transform.dense") + ".weight" in checkpoint:
+            _move_mlm_head(w, checkpoint, model.config.tie_word_embeddings, roberta)
+        else:
+            # The config names a masked-LM architecture but the checkpoint has no head (re-saved base
+            # weights): load the encoder as before, without mask filling, rather than refuse the model.
+            model.mlm_head = None
     # Task heads and buffers the attention view does not use.
     w.ignore(r"(bert\.|roberta\.)?(pooler\..*|embeddings\.(position_ids|token_type_ids))")
     w.ignore(r"(cls|lm_head|classifier|qa_outputs)\..*")
     return w.finish(model)
+
+
+def _move_mlm_head(w: WeightLedger, checkpoint: dict, tied: bool, roberta: bool) -> None:
+    """BERT's cls.predictions.* or RoBERTa's lm_head.* (outside the base model's prefix) -> mlm_head.*.
+    The decoder weight is the token embedding when tied (a saved copy, if any, is dropped); the bias is
+    stored twice by some checkpoints (`predictions.bias` and `decoder.bias`, tied): the first is taken."""
+    head = "lm_head." if roberta else "cls.predictions."
+    names = {"dense": "dense", "norm": "layer_norm"} if roberta else {
+        "dense": "transform.dense", "norm": "transform.LayerNorm"}
+    base, w.prefix = w.prefix, ""  # the head lives outside the base model's prefix
+    for ours, theirs in names.items():
+        for p in ("weight", "bias"):
+            w.move(f"{head}{theirs}.{p}", f"mlm_head.{ours}.{p}")
+    bias = next((k for k in (head + "bias", head + "decoder.bias") if k in checkpoint), head + "bias")
+    w.move(bias, "mlm_head.decoder.bias")  # a missing bias is the ledger's error, naming the key
+    w.ignore(re.escape(head + "decoder.bias"))
+    if tied:
+        w.put("mlm_head.decoder.weight", w.converted["token_embedding.weight"])
+        w.ignore(re.escape(head + "decoder.weight"))
+    else:
+        w.move(head + "decoder.weight", "mlm_head.decoder.weight")
+    w.prefix = base
 
 
 def _modern_norm_name(key: str) -> str:
