@@ -1,4 +1,4 @@
-"""Command line: `python -m attnviz {parity,bench,probe,heads} --model SOURCE ...`."""
+"""Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...`."""
 
 from __future__ import annotations
 
@@ -64,10 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     heads.add_argument("--seed", type=int, default=0, help="seed of numpy's default_rng")
     heads.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
 
+    blimp = commands.add_parser("blimp", help="minimal pairs: how often the model prefers the grammatical sentence")
+    blimp.add_argument("--model", required=True)
+    blimp.add_argument("--data", help="a folder of BLiMP *.jsonl files, one .jsonl file, or builtin "
+                                      "(default: $ATTNVIZ_DATA_DIR/blimp, else ../shared/data/blimp)")
+    blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
+    blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        return {"parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads}[args.command](args)
+        return {"parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
+                "blimp": _blimp}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -116,6 +124,12 @@ def _probe(args) -> int:
     from attnviz.probe import run_probe_command
 
     return run_probe_command(args)
+
+
+def _blimp(args) -> int:
+    from attnviz.preference import run_blimp_command
+
+    return run_blimp_command(args)
 
 
 def _heads(args) -> int:

@@ -1,0 +1,150 @@
+"""The Explore page's minimal pairs: the Sentence against a second sentence that differs in one place,
+every head's word-level attention difference (attnviz.analysis.pairs) and the model's preference
+(attnviz.preference)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import streamlit as st
+
+from attnviz import effects, plots
+from attnviz.analysis.pairs import align_texts, trace_difference
+from attnviz.preference import NOT_AVAILABLE, builtin_pairs, pair_from_texts, pair_preference
+from attnviz.ui import models
+from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, seed_from_url, t, write_url
+from attnviz.ui.escape import md
+
+# Both sentences are run and compared on every change: a bound like the head detail's, far below the
+# page's 512 tokens, keeps the L x H x words x words difference and the preference's passes small.
+MAX_PAIR_TOKENS = 128
+
+
+@functools.cache
+def _builtin() -> dict:
+    return {pair.id: pair for pair in builtin_pairs()}
+
+
+def _pick_builtin() -> None:
+    """A built-in pair sets the Sentence (the grammatical one) and the Second sentence (its twin)."""
+    pair = _builtin().get(st.session_state.get("minpair_builtin"))
+    if pair is not None:
+        st.session_state["text"], st.session_state["minpair_text"] = pair.good, pair.bad
+
+
+def minimal_pair(model, source: str, text: str, has_pair: bool = False) -> None:
+    """Not a fragment: picking a built-in pair changes the Sentence above, which reruns the whole page."""
+    seed_from_url("minpair_text", "", "compare")
+    with st.expander(t("minpair_title"), expanded=bool(st.session_state["minpair_text"].strip())):
+        st.caption(t("minpair_caption"))
+        if has_pair:
+            st.caption(t("minpair_pair_note"))
+        labels = {pid: f"{pid}: {pair.good} / {pair.bad}" for pid, pair in _builtin().items()}
+        st.selectbox(t("minpair_builtin"), list(labels), index=None, key="minpair_builtin", format_func=labels.get,
+                     on_change=_pick_builtin, placeholder="…", help=t("minpair_builtin_help"))
+        second = st.text_input(t("minpair_second"), key="minpair_text", max_chars=MAX_PAIR_TEXT,
+                               help=t("minpair_second_help"))
+        write_url(compare=second.strip() or None)
+        comparison(model, source, text, second.strip())
+
+
+@st.fragment
+@guarded
+def comparison(model, source: str, text: str, second: str) -> None:
+    if not second:
+        st.info(t("minpair_empty"))
+        return
+    if max(len(model.encode(s).ids) for s in (text, second)) > MAX_PAIR_TOKENS:
+        st.warning(t("minpair_too_long", n=MAX_PAIR_TOKENS))
+        return
+    try:
+        alignment = align_texts(text, second)
+    except ValueError:
+        st.warning(t("minpair_same"))
+        return
+    try:
+        diff = difference_of(source, text, second)
+    except models.OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return
+    except ValueError as error:
+        st.warning(t("minpair_failed", error=md(error)))
+        return
+    st.caption(t(f"minpair_kind_{alignment.kind}", change=md(diff.labels[alignment.changed_slot]),
+                 prefix=alignment.prefix, suffix=alignment.suffix))
+    grid = diff.max_abs
+    st.plotly_chart(plots.score_grid(grid, t("minpair_grid_title"), zmin=0, zmax=max(float(grid.max()), 1e-3),
+                                     text=plot_text()), key="minpair_grid", width="stretch")
+    n_layers, n_heads = grid.shape
+    options = [f"{layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
+    if st.session_state.get("minpair_head") not in options:  # first time, or another model
+        st.session_state["minpair_head"] = options[int(np.argmax(grid))]
+    shown = {o: f"L{o.split('.')[0]} H{o.split('.')[1]}  ({v:.3f})" for o, v in zip(options, grid.ravel())}
+    chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get)
+    layer, head = (int(v) for v in chosen.split("."))
+    st.plotly_chart(plots.difference_heatmap(diff.difference[layer, head], diff.labels, t("minpair_difference"),
+                                             text=plot_text()), key="minpair_heatmap", width="stretch")
+    st.caption(t("minpair_heatmap_caption", layer=layer, head=head))
+    if model.info.causal:
+        st.caption(t("minpair_causal_note"))
+    preference_section(model, source, text, second)
+
+
+def difference_of(source: str, text: str, second: str):
+    """The pair's PairDifference, computed once and shared like the views (both traces are the page's
+    shared, budgeted traces)."""
+    store = models.shared()["views"]
+    key = ("minimal_pair", source, text, second)
+    diff = store.get(key)
+    if diff is None:
+        trace_a, trace_b = models.run_text(source, text, None), models.run_text(source, second, None)
+        need = 3 * 8 * trace_a.n_layers * trace_a.n_heads * (len(trace_a.words) + len(trace_b.words)) ** 2
+        with models.reserve(need):
+            diff = trace_difference(trace_a, trace_b)
+        store.put(key, diff, diff.a.nbytes + diff.b.nbytes + diff.difference.nbytes)
+    return diff
+
+
+def _pair(text: str, second: str):
+    """A built-in pair when the two sentences are one (its own prefix and words), else the typed pair."""
+    for pair in _builtin().values():
+        if (pair.good, pair.bad) == (text, second):
+            return pair
+    return pair_from_texts(text, second)
+
+
+def preference_section(model, source: str, text: str, second: str) -> None:
+    st.markdown(f"**{t('minpair_preference')}**")
+    try:
+        pair = _pair(text, second)
+        store = models.shared()["views"]
+        key = ("minimal_pair_preference", source, text, second)
+        result = store.get(key)
+        if result is None:
+            n_tokens = max(len(model.encode(s).ids) for s in (text, second))
+            with models.reserve(effects.scan_bytes(model, n_tokens, 1)):
+                result = pair_preference(model, pair)
+            store.put(key, result, 1024)
+    except models.OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return
+    except ValueError as error:
+        if str(error) == NOT_AVAILABLE:
+            st.info(t("minpair_no_preference"))
+        else:
+            st.warning(t("minpair_preference_failed", error=md(error)))
+        return
+    verdict = ("minpair_prefers_a" if result.margin > 0 else "minpair_prefers_b" if result.margin < 0
+               else "minpair_prefers_none")
+    st.markdown(t(verdict, a=result.good, b=result.bad, margin=result.margin))
+    st.dataframe({
+        t("minpair_column_sentence"): [text, second],
+        t("minpair_column_logprob"): [round(result.good, 4), round(result.bad, 4)],
+        t("minpair_column_tokens"): [" | ".join(f"{tok!r} {lp:.2f}" for tok, lp in tokens)
+                                     for tokens in (result.tokens_good, result.tokens_bad)],
+    }, hide_index=True)
+    note = t(f"minpair_method_{result.method}", prefix=md(pair.prefix or ""))
+    if result.first_token_unscored:
+        note += " " + t("minpair_first_token")
+    st.caption(note)
