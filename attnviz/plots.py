@@ -65,6 +65,7 @@ MASK_COLOR = "#f2c4ce"  # a rose that none of COLORSCALES contains, so masked ce
 HIGHLIGHT_COLOR = "#d55e00"  # Okabe-Ito vermillion: stands out on viridis and cividis alike
 LINE_COLOR = "#1f77b4"
 FOCUS_COLOR = "#d55e00"
+IN_COLOR = "#009e73"  # Okabe-Ito bluish green: a focused token's incoming lines, apart from its outgoing ones
 # Okabe-Ito qualitative palette (colour-blind safe) for the KV-group bands.
 GROUP_COLORS = ["#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#999999"]
 
@@ -418,6 +419,24 @@ def _scaled(matrix: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, l
     raise ValueError(f"scale must be 'linear', 'power' or 'log', got {scale!r}")
 
 
+# A sentence divider is a black dash over a white line: one of the two stands out on every colour scale
+# (viridis and cividis are dark at zero, blues is white there).
+DIVIDER_LINES = ({"color": "#ffffff", "width": 4}, {"color": "#000000", "width": 1.5, "dash": "dash"})
+
+
+def _dividers(row: int | None, col: int | None, shape: tuple[int, int]) -> list[dict]:
+    """Lines across the heatmap just before row `row` and column `col` (category axes count cells from 0);
+    an index at either edge (or None) draws nothing."""
+    shapes = []
+    if row is not None and 0 < row < shape[0]:
+        shapes += [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": row - 0.5,
+                    "y1": row - 0.5, "line": line, "name": "divider rows"} for line in DIVIDER_LINES]
+    if col is not None and 0 < col < shape[1]:
+        shapes += [{"type": "line", "yref": "paper", "y0": 0, "y1": 1, "xref": "x", "x0": col - 0.5,
+                    "x1": col - 0.5, "line": line, "name": "divider columns"} for line in DIVIDER_LINES]
+    return shapes
+
+
 def head_heatmap(
     matrix: np.ndarray,
     row_labels: list[str],
@@ -426,6 +445,8 @@ def head_heatmap(
     colorscale: str | list = "default",
     causal: bool = False,
     text: PlotText = ENGLISH,
+    row_divider: int | None = None,
+    col_divider: int | None = None,
 ) -> go.Figure:
     """One head's T x S attention with token labels on both axes.
 
@@ -433,6 +454,8 @@ def head_heatmap(
     ticks show the bare token. The colour range is fixed to attention in [0, 1] (through `scale`) so
     heads compare; hover prints the unscaled weight. With `causal`, cells a query cannot see are NaN in
     the weight trace and drawn by a second trace in MASK_COLOR whose hover says "masked".
+    `row_divider` / `col_divider` (the index of the first row / column of a second sentence) draw a line
+    just before that row / column, as between the sentences of an encoder pair.
     """
     m = np.asarray(matrix, dtype=np.float32)
     if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
@@ -463,7 +486,8 @@ def head_heatmap(
         height=int(min(2000, max(360, 16 * m.shape[0] + 160))),
         xaxis=_token_axis(x, col_labels, title=text.key_axis, tickangle=-60),
         yaxis=_token_axis(y, row_labels, title=text.query_axis, autorange="reversed"),
-        meta={"scale": scale, "causal": causal},
+        shapes=_dividers(row_divider, col_divider, m.shape),
+        meta={"scale": scale, "causal": causal, "dividers": [row_divider, col_divider]},
     )
     return fig
 
@@ -480,15 +504,22 @@ def head_view(
     right_labels: list[str],
     threshold: float = 0.0,
     focus: int | None = None,
+    focus_in: int | None = None,
+    left_divider: int | None = None,
+    right_divider: int | None = None,
 ) -> go.Figure:
     """bertviz-style lines from each from-token (left) to each to-token (right), opacity ~ weight.
 
     Plotly has no per-segment opacity and cannot restyle on hover without JavaScript, so: weights are
     bucketed into HEAD_VIEW_LEVELS opacity levels, one Scatter per level holding all its segments
-    (NaN-separated), so the figure has at most HEAD_VIEW_LEVELS + 2 traces whatever T is. Isolation is a
-    re-render: `focus=i` draws only token i's lines, in FOCUS_COLOR. The token markers carry their index
-    in customdata, so the UI can turn a click (st.plotly_chart selection) into `focus`; hovering a token
-    lists its strongest links. Weights below `threshold`, and exact zeros, get no line.
+    (NaN-separated), so the figure has at most 2 * HEAD_VIEW_LEVELS + 2 traces whatever T is (without
+    `focus_in`, HEAD_VIEW_LEVELS + 2). Isolation is a re-render: `focus=i` draws only row i's lines (what
+    token i attends to, outgoing) in FOCUS_COLOR; `focus_in=j` draws column j's lines (what attends to
+    key j, incoming) in IN_COLOR; both together draw both (a line in both is drawn once, as outgoing).
+    The token markers carry their index in customdata, so the UI can turn a click (st.plotly_chart
+    selection) into `focus`; hovering a token lists its strongest links. Weights below `threshold`, and
+    exact zeros, get no line. `left_divider` / `right_divider` (the index of the first token of a second
+    sentence on that side) mark the split between the sentences of an encoder pair.
     """
     m = np.asarray(matrix, dtype=np.float32)
     if m.ndim != 2 or m.shape != (len(left_labels), len(right_labels)):
@@ -496,22 +527,32 @@ def head_view(
                          f"{len(left_labels)} x {len(right_labels)} labels")
     if focus is not None and not 0 <= focus < m.shape[0]:
         raise ValueError(f"focus {focus} outside 0..{m.shape[0] - 1}")
-    keep = (m >= threshold) & (m > 0)
-    if focus is not None:
-        keep[np.arange(m.shape[0]) != focus] = False
+    if focus_in is not None and not 0 <= focus_in < m.shape[1]:
+        raise ValueError(f"focus_in {focus_in} outside 0..{m.shape[1] - 1}")
+    drawn = (m >= threshold) & (m > 0)
+    if focus is None and focus_in is None:
+        kinds = [("", drawn, LINE_COLOR)]
+    else:
+        outgoing, incoming = np.zeros_like(drawn), np.zeros_like(drawn)
+        if focus is not None:
+            outgoing[focus] = drawn[focus]
+        if focus_in is not None:
+            incoming[:, focus_in] = drawn[:, focus_in] & ~outgoing[:, focus_in]
+        kinds = [("", outgoing, FOCUS_COLOR), ("in ", incoming, IN_COLOR)]
     level = np.clip(np.ceil(m * HEAD_VIEW_LEVELS), 1, HEAD_VIEW_LEVELS).astype(int)
     fig = go.Figure()
-    for k in range(1, HEAD_VIEW_LEVELS + 1):
-        rows, cols = np.nonzero(keep & (level == k))
-        if len(rows) == 0:
-            continue
-        xs = np.tile(np.array([0.0, 1.0, np.nan], np.float32), len(rows))
-        ys = np.stack([rows, cols, np.full(len(rows), np.nan)], axis=1).astype(np.float32).ravel()
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-            name=f"weight ≤ {k / HEAD_VIEW_LEVELS:g}", opacity=(k - 0.5) / HEAD_VIEW_LEVELS,
-            line={"color": LINE_COLOR if focus is None else FOCUS_COLOR, "width": 2},
-        ))
+    for prefix, keep, color in kinds:
+        for k in range(1, HEAD_VIEW_LEVELS + 1):
+            rows, cols = np.nonzero(keep & (level == k))
+            if len(rows) == 0:
+                continue
+            xs = np.tile(np.array([0.0, 1.0, np.nan], np.float32), len(rows))
+            ys = np.stack([rows, cols, np.full(len(rows), np.nan)], axis=1).astype(np.float32).ravel()
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                name=f"{prefix}weight ≤ {k / HEAD_VIEW_LEVELS:g}", opacity=(k - 0.5) / HEAD_VIEW_LEVELS,
+                line={"color": color, "width": 2},
+            ))
     left_keys, right_keys = _unique_keys(left_labels), _unique_keys(right_labels)
 
     def strongest(weights: np.ndarray, keys: list[str], arrow: str) -> str:
@@ -528,14 +569,23 @@ def head_view(
             hovertext=[f"{key}<br>{strongest(w, right_keys if side == 0 else left_keys, arrow)}"
                        for key, w in zip(keys, weights)],
             hoverinfo="text", showlegend=False, name="from" if side == 0 else "to",
-            marker={"size": 7, "color": [FOCUS_COLOR if side == 0 and i == focus else "#555555"
+            marker={"size": 7, "color": [FOCUS_COLOR if side == 0 and i == focus
+                                         else IN_COLOR if side == 1 and i == focus_in else "#555555"
                                          for i in range(len(keys))]},
         ))
+    # A divider is a short dashed rule between the last token of one sentence and the first of the next,
+    # under that side's labels only (the two columns may split at different rows under a filter).
+    shapes = [{"type": "line", "xref": "x", "yref": "y", "x0": x0, "x1": x1, "y0": d - 0.5, "y1": d - 0.5,
+               "line": {"color": "#555555", "width": 1.5, "dash": "dash"}, "name": f"divider {side}"}
+              for side, d, n, (x0, x1) in (("left", left_divider, m.shape[0], (-0.7, 0.05)),
+                                           ("right", right_divider, m.shape[1], (0.95, 1.7)))
+              if d is not None and 0 < d < n]
     fig.update_layout(
         height=int(max(300, 18 * max(m.shape) + 80)), margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis={"visible": False, "range": [-0.7, 1.7], "fixedrange": True},
-        yaxis={"visible": False, "autorange": "reversed", "fixedrange": True},
-        hovermode="closest", meta={"threshold": threshold, "focus": focus, "levels": HEAD_VIEW_LEVELS},
+        yaxis={"visible": False, "autorange": "reversed", "fixedrange": True}, shapes=shapes,
+        hovermode="closest", meta={"threshold": threshold, "focus": focus, "focus_in": focus_in,
+                                   "levels": HEAD_VIEW_LEVELS, "dividers": [left_divider, right_divider]},
     )
     return fig
 
@@ -583,5 +633,112 @@ def score_grid(
                "ticktext": [f"L{i}" for i in range(n_layers)], "showgrid": False, "title": text.layer,
                "autorange": "reversed"},
         meta={"best": list(best) if best is not None else None},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# the query-key view of one head and one query (attnviz.analysis.query_key)
+
+POSITIVE_COLOR, NEGATIVE_COLOR = "#0072b2", "#d55e00"  # Okabe-Ito blue and vermillion: apart for every eye
+
+
+def query_key_bars(
+    positive: np.ndarray,
+    negative: np.ndarray,
+    scores: np.ndarray,
+    probabilities: np.ndarray,
+    key_labels: list[str],
+    positions: list[int],
+    words: dict[str, str] | None = None,
+) -> go.Figure:
+    """Per key: the positive and the negative parts of its pre-softmax score (sum of q[d] k[d] / sqrt(D)
+    over the dimensions where the product is positive / negative) as bars from zero, the score itself as
+    a marker, and the attention weight in the hover. `positions` are the keys' token indices (unique
+    categories); `words` overrides the English names of the series ("positive", "negative", "score",
+    "weight", "key")."""
+    w = {"positive": "positive q·k", "negative": "negative q·k", "score": "score", "weight": "weight",
+         "key": "key"} | (words or {})
+    x = [f"{p}:{escape_label(label)}" for p, label in zip(positions, key_labels)]
+    weights = np.asarray(probabilities, dtype=np.float32)
+    hover = f"%{{x}}<br>%{{y:.3f}}<br>{escape_label(w['weight'])} %{{customdata:.4f}}<extra>%{{fullData.name}}</extra>"
+    fig = go.Figure()
+    for name, values, color in (("positive", positive, POSITIVE_COLOR), ("negative", negative, NEGATIVE_COLOR)):
+        fig.add_trace(go.Bar(x=x, y=np.asarray(values, np.float32), name=escape_label(w[name]),
+                             marker_color=color, customdata=weights, hovertemplate=hover))
+    fig.add_trace(go.Scatter(x=x, y=np.asarray(scores, np.float32), name=escape_label(w["score"]), mode="markers",
+                             marker={"color": "#000000", "symbol": "diamond", "size": 9}, customdata=weights,
+                             hovertemplate=hover))
+    fig.update_layout(
+        barmode="relative", height=360, margin={"t": 30, "b": 80},
+        xaxis=_token_axis(x, key_labels, title=escape_label(w["key"]), tickangle=-60),
+        legend={"orientation": "h", "y": 1.12},
+    )
+    return fig
+
+
+def query_key_products(
+    products: np.ndarray,
+    query: np.ndarray,
+    keys: np.ndarray,
+    key_labels: list[str],
+    positions: list[int],
+    words: dict[str, str] | None = None,
+) -> go.Figure:
+    """Keys x dimensions heatmap of q[d] k[d] / sqrt(D) on a diverging scale centred at 0 (blue
+    positive, red negative, as the bars): which dimensions make a key win. The hover gives q[d] and
+    k[d]. `words` overrides "dimension", "key" and "product"."""
+    w = {"dimension": "dimension", "key": "key", "product": "q·k/√D"} | (words or {})
+    p = np.asarray(products, dtype=np.float32)
+    if p.shape != (len(key_labels), len(query)) or np.shape(keys) != p.shape:
+        raise ValueError(f"products {p.shape}, keys {np.shape(keys)} and {len(key_labels)} labels x "
+                         f"{len(query)} dimensions do not agree")
+    y = [f"{pos}:{escape_label(label)}" for pos, label in zip(positions, key_labels)]
+    parts = np.stack([np.broadcast_to(np.asarray(query, np.float32), p.shape), np.asarray(keys, np.float32)], -1)
+    limit = float(np.abs(p).max(initial=0.0)) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=p, y=y, zmin=-limit, zmax=limit, zmid=0, colorscale=[[0, NEGATIVE_COLOR], [0.5, "#ffffff"],
+                                                              [1, POSITIVE_COLOR]],
+        customdata=parts, colorbar={"title": escape_label(w["product"])},
+        hovertemplate=(f"{escape_label(w['key'])} %{{y}}<br>{escape_label(w['dimension'])} %{{x}}<br>"
+                       "q %{customdata[0]:.3f} · k %{customdata[1]:.3f}<br>= %{z:.4f}<extra></extra>"),
+    ))
+    fig.update_layout(
+        height=int(min(1600, max(260, 16 * p.shape[0] + 120))), margin={"t": 30},
+        xaxis={"title": escape_label(w["dimension"]), "showgrid": False},
+        yaxis=_token_axis(y, key_labels, title=escape_label(w["key"]), autorange="reversed"),
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# minimal pairs: one head's attention difference
+
+# Blue for A > B, red for A < B, white at 0 (ColorBrewer RdBu, reversed so blue is positive; colour-blind safe).
+DIFFERENCE_COLORS = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1.0, "#2166ac"]]
+
+
+def difference_heatmap(
+    matrix: np.ndarray, labels: list[str], colorbar_title: str, text: PlotText = ENGLISH
+) -> go.Figure:
+    """A words x words difference of attention (sentence A minus sentence B), on a symmetric colour range
+    [-m, m] around 0 so a sign reads the same in every head; NaN cells (a word one sentence lacks) are
+    gaps. Labels are data (escaped, unique keys as in head_heatmap)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape != (len(labels), len(labels)):
+        raise ValueError(f"matrix shape {m.shape} does not match {len(labels)} x {len(labels)} labels")
+    finite = np.abs(m[np.isfinite(m)])
+    limit = float(max(finite.max() if finite.size else 0.0, 1e-3))
+    keys = _unique_keys(labels)
+    fig = go.Figure(go.Heatmap(
+        z=m, x=keys, y=keys, zmin=-limit, zmax=limit, zmid=0, colorscale=DIFFERENCE_COLORS, hoverongaps=False,
+        colorbar={"title": escape_label(colorbar_title)},
+        hovertemplate=f"{text.from_} %{{y}}<br>{text.to} %{{x}}<br>%{{z:+.4f}}<extra></extra>",
+    ))
+    fig.update_layout(
+        height=int(min(2000, max(360, 16 * m.shape[0] + 160))),
+        xaxis=_token_axis(keys, labels, title=text.key_axis, tickangle=-60),
+        yaxis=_token_axis(keys, labels, title=text.query_axis, autorange="reversed"),
+        meta={"limit": limit},
     )
     return fig

@@ -53,6 +53,43 @@ def test_clicking_a_tile_selects_its_head(page):
     assert page.locator("[data-testid=stException]").count() == 0
 
 
+MOSAIC_TICKS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .find(gd => gd.layout.meta && gd.layout.meta.tile).layout.xaxis.ticktext.map(String)"""
+MOSAIC_HAS_COLUMN = f"label => ({MOSAIC_TICKS})().includes(label)"
+
+
+def test_lens_switch_redraws_the_mosaic_as_rollout(page):
+    """Lenses issue, item 2: switching to rollout draws one map per layer (one mosaic column, "all heads"),
+    the link carries the lens, and switching back restores a column per head."""
+    page.get_by_role("radio", name="rollout", exact=True).click(force=True)
+    page.wait_for_url("**lens=rollout**", timeout=60_000)
+    page.wait_for_function(MOSAIC_HAS_COLUMN, arg="all heads", timeout=60_000)
+    assert page.evaluate(MOSAIC_TICKS).count("all heads") == 1
+    page.get_by_text("Attention rollout (Abnar").first.wait_for(timeout=30_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.get_by_role("radio", name="raw weights", exact=True).click(force=True)
+    page.wait_for_function(MOSAIC_HAS_COLUMN, arg="H11", timeout=60_000)
+    assert "lens=" not in page.url
+
+
+def test_a_link_switches_heads_off_and_the_scan_draws(page):
+    """Lenses issue, item 3: a shared link with heads switched off shows the chosen heads and the
+    sentence-embedding change (MiniLM has no LM head), and the importance scan draws its grid."""
+    url = page.url.split("?")[0]
+    page.goto(f"{url}?text=Dogs+bark+at+night.&off=0.1,2.3&off_layers=4")
+    page.wait_for_function(GRID_HAS, arg="bark", timeout=120_000)
+    page.get_by_text("Switch heads off").click()
+    expect(page.get_by_text("14 of 72 heads switched off.")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("Sentence embedding change (1 - cosine)")).to_be_visible()
+    heads = page.locator("[data-testid=stMultiSelect]").filter(has_text="Heads to switch off")
+    expect(heads.get_by_text("2.3", exact=True)).to_be_visible()
+    page.get_by_role("button", name="Scan every head (72 forward passes)").click()
+    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].some(
+        gd => (gd.layout?.title?.text || '').includes('embedding change'))""", timeout=120_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.screenshot(path=str(ROOT / "artifacts" / "ablation.png"), full_page=True)
+
+
 def test_markup_in_the_sentence_stays_text(page):
     sentence = page.get_by_label("Sentence", exact=True)
     sentence.fill('<b>bold</b> <img src=x onerror="window.__hacked=1"> <script>window.__hacked=2</script> zebra')

@@ -26,6 +26,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
+from attnviz.preference import builtin_pairs
 from attnviz.probe import builtin_items
 from attnviz.ui.explore import EXAMPLES
 from attnviz.ui.models import PRESETS
@@ -70,7 +71,8 @@ def data_words(*texts: str) -> set[str]:
     return {word for text in texts for word in re.findall(r"[A-Za-z]+|[^\x00-\x7f]+", text)}
 
 
-EXAMPLE_WORDS = data_words(*EXAMPLES)
+# The built-in minimal pairs are data too (a pick of them is offered whatever the language).
+EXAMPLE_WORDS = data_words(*EXAMPLES, *(f"{p.id} {p.good} {p.bad}" for p in builtin_pairs()))
 
 
 def figure_texts(spec: str) -> list[str]:

@@ -28,10 +28,22 @@ INDEX = re.compile(r"[0-9]{1,4}", re.ASCII)  # isdigit() also accepts "²", whic
 FRACTION = re.compile(r"0(\.[0-9]{1,2})?", re.ASCII)
 MAX_TEXT = 20_000  # characters, as the text inputs' own max_chars
 MAX_MODEL = 300
+HEAD_LABEL = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}", re.ASCII)
+MAX_LIST = 2048  # heads in a link's list of heads switched off (a 48 x 40 model has 1920)
+MAX_CONTINUATION = 500  # characters, as the continuation input's max_chars
+MAX_PAIR_TEXT = 2_000  # characters, as the minimal pair's Second sentence input (ui/pairs.py)
 
 
 def _text(limit: int):
     return lambda value: value if len(value) <= limit else None
+
+
+def _list(value: str, item: re.Pattern, limit: int = MAX_LIST):
+    """Comma-separated items that each match `item`, at most `limit` of them (distinct, in order)."""
+    items = value.split(",") if value else []
+    if not items or len(items) > limit or not all(item.fullmatch(i) for i in items):
+        return None
+    return list(dict.fromkeys(items))
 
 
 def _choice(*options: str):
@@ -46,7 +58,35 @@ QUERY_KEYS = {
     "threshold": lambda v: float(v) if FRACTION.fullmatch(v) and float(v) <= 0.5 else None,
     "level": _choice("token", "word"), "hide": lambda v: {"0": False, "1": True}.get(v),
     "scale": _choice("linear", "power", "log"), "palette": _choice("default", "colorblind", "blues"),
+    "pair": _choice("all", "ab", "ba", "aa", "bb"), "lines": _choice("out", "in", "both"),
+    # Head ablation (ui/ablation.py): heads as "layer.head" and whole layers, comma-separated; a continuation.
+    "off": lambda v: _list(v, HEAD_LABEL), "off_layers": lambda v: _list(v, INDEX),
+    "cont": _text(MAX_CONTINUATION),
+    # Lenses and the query-key view (ui/lenses.py)
+    "lens": _choice("raw", "value", "rollout", "flow"), "lens_norm": lambda v: {"0": False, "1": True}.get(v),
+    "query": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    # Minimal pairs (ui/pairs.py): the second sentence
+    "compare": _text(MAX_PAIR_TEXT),
 }
+# The Learn page's variant sizes (ui/learn.py); KV heads and pooled groups must also divide the heads, which
+# the page checks against the heads it shows. The sentence there is `text`, shared with Explore.
+LEARN_D_MODELS, LEARN_HEADS, LEARN_TOKENS = (64, 128, 256, 512, 768, 1024), (1, 2, 4, 8, 16), (16, 32, 64, 128, 256)
+QUERY_KEYS.update({
+    "d_model": lambda v: int(v) if v in map(str, LEARN_D_MODELS) else None,
+    "heads": lambda v: int(v) if v in map(str, LEARN_HEADS) else None,
+    "kv_heads": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "tokens": lambda v: int(v) if v in map(str, LEARN_TOKENS) else None,
+    "groups": lambda v: int(v) if INDEX.fullmatch(v) else None,
+})
+# The Translate page (ui/translate.py): its own model, source and target texts (the inputs' max_chars: 500),
+# attention kind, target-language token, layer and head.
+QUERY_KEYS.update({
+    "tmodel": _text(MAX_MODEL), "src": _text(500), "target": _text(500),
+    "kind": _choice("cross", "encoder", "decoder"),
+    "tlang": lambda v: v if re.fullmatch(r">>[A-Za-z0-9_]{1,32}<<", v, re.ASCII) else None,
+    "tlayer": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "thead": lambda v: int(v) if INDEX.fullmatch(v) else None,
+})
 # An absolute path in a message (a cache folder, a resolved model folder): never shown to visitors.
 _SERVER_PATH = re.compile(r"(?<![\w.:/-])(?:~|[A-Za-z]:)?[/\\][^\s'\"),;]+")
 
@@ -131,7 +171,8 @@ def write_url(**values) -> None:
 # change, so after a language switch a radio showed no choice and a selectbox its old label: setting their
 # values again sends them to the browser with the new labels.
 TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "finder_relation", "finder_mode",
-                      "finder_builtin", "finder_kind", "finder_example_direction")
+                      "finder_builtin", "finder_kind", "finder_example_direction", "pair_filter", "line_direction",
+                      "ablation_layers", "translate_preset", "translate_kind", "lens")
 
 
 def _language_changed() -> None:

@@ -8,9 +8,11 @@ import numpy as np
 import streamlit as st
 
 from attnviz import export, plots
-from attnviz.analysis import profile_head
+from attnviz.analysis import pair_filter, profile_head
 from attnviz.analysis.views import token_labels, visible_token
-from attnviz.ui import models
+from attnviz.ui import ablation, models
+from attnviz.ui import lenses as lens_ui
+from attnviz.ui import pairs as pairs_ui
 from attnviz.ui.common import (
     guarded,
     plot_text,
@@ -68,7 +70,8 @@ def render() -> None:
     input_notices(model, trace)
     token_chips(trace)
     level, hide_special, scale, palette = view_options(trace)
-    view_key = (source, text, text_b, level, hide_special)
+    lens, normalise = lens_ui.lens_switch(model.info, trace, source, text, text_b)
+    view_key = (source, text, text_b, level, hide_special, lens, normalise)
     try:
         view = models.view_of(*view_key)
     except models.OverBudget as error:
@@ -84,6 +87,8 @@ def render() -> None:
     model_view(view, trace, highlight, palette, scale, view_key)
     head_detail(model.info, view_key, scale, palette)
     next_token_predictions(model, (source, text, text_b))
+    ablation.head_ablation(model, source, text, text_b is not None)
+    pairs_ui.minimal_pair(model, source, text, text_b is not None)
     head_detectors(model, source)
     parity_badge(model, text, text_b)
     exports(model, text, text_b)
@@ -176,9 +181,12 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     text = plot_text()
     figure = models.cached_figure(
         (*view_key, palette, scale, tuple(highlight), text),
-        lambda: plots.model_view(view.attentions, kv_group=trace.kv_group, highlight=highlight, scale=scale,
-                                 row_labels=view.labels, col_labels=view.labels, colorscale=palette, text=text),
+        lambda: lens_ui.mosaic_columns(plots.model_view(
+            view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
+            highlight=highlight, scale=scale, row_labels=view.labels, col_labels=view.labels, colorscale=palette,
+            text=text), view_key[5]),
     )
+    lens_ui.peak_note(view_key)
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
         st.info(t("pooled", cells=meta["tile"][0]))
@@ -207,7 +215,7 @@ def head_detail(info, view_key, scale, palette) -> None:
     st.subheader(t("head_detail"))
     view = models.view_of(*view_key)  # shared: a lookup, not a recomputation
     trace = models.run_text(*view_key[:3])
-    n_layers, n_heads = view.attentions.shape[:2]
+    n_layers, n_heads = view.attentions.shape[0], info.n_heads  # a per-layer lens draws one map per layer
     for key, limit in (("layer", n_layers), ("head", n_heads)):
         seed_from_url(key, 0)
         if not 0 <= st.session_state[key] < limit:  # a smaller model, or a stale link
@@ -229,17 +237,27 @@ def head_detail(info, view_key, scale, palette) -> None:
         peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
         st.caption(t("kv_note", head=head, kv=group, peers=", ".join(map(str, peers)) or "-",
                      kind=info.attention_kind))
-    matrix = np.asarray(view.attentions[layer, head, window, window], dtype=np.float32)
+    view_head = lens_ui.lens_head(view, head, view_key[5])
+    matrix = np.asarray(view.attentions[layer, view_head, window, window], dtype=np.float32)
+    part = sentence_pair(info, trace, view_key, window, labels, focus)
+    matrix = part.take(matrix)
     left, right = st.columns([3, 2])
-    left.plotly_chart(
-        plots.head_heatmap(matrix, labels, labels, scale=scale, colorscale=palette, causal=info.causal,
-                           text=plot_text()),
-        key="head_heatmap", width="stretch",
-    )
-    right.plotly_chart(plots.head_view(matrix, labels, labels, threshold=threshold, focus=focus),
-                       key="head_view", width="stretch")
+    if matrix.size == 0:
+        st.info(t("pair_empty"))
+    else:
+        left.plotly_chart(
+            plots.head_heatmap(matrix, part.row_labels, part.col_labels, scale=scale, colorscale=palette,
+                               causal=info.causal, text=plot_text(), row_divider=part.row_divider,
+                               col_divider=part.col_divider),
+            key="head_heatmap", width="stretch",
+        )
+        right.plotly_chart(plots.head_view(matrix, part.row_labels, part.col_labels, threshold=threshold,
+                                           focus=part.focus_row, focus_in=part.focus_col,
+                                           left_divider=part.row_divider, right_divider=part.col_divider),
+                           key="head_view", width="stretch")
     head_profile(trace, layer, head, models.detector_scores(view_key[0]))
-    full = np.asarray(view.attentions[layer, head], dtype=np.float32)
+    lens_ui.query_key_view(info, trace, *view_key[:3], layer, head)
+    full = np.asarray(view.attentions[layer, view_head], dtype=np.float32)
     st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
                        file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
     write_url(layer=layer, head=head, threshold=threshold if threshold != 0.02 else None,
@@ -259,6 +277,29 @@ def token_window(n: int) -> slice:
     start = st.slider(t("window"), 0, n - HEAD_WINDOW, key="window_start", step=1,
                       help=t("window_help", n=HEAD_WINDOW))
     return slice(start, start + HEAD_WINDOW)
+
+
+def sentence_pair(info, trace, view_key, window: slice, labels: list[str], focus: int | None):
+    """The sentence filter (encoders given a second sentence, as bertviz) and the line direction of the
+    head detail: which rows and columns of the window its figures draw, where the sentences split, and
+    the focused token's lines (pair_filter.slice_pair)."""
+    seed_from_url("pair_filter", "all", "pair")
+    seed_from_url("line_direction", "out", "lines")
+    sides = pair_filter.label_sentences(pair_filter.view_sequence(trace, *view_key[3:5]))
+    cols = st.columns(2)
+    pair = "all"
+    if not info.causal and view_key[2] is not None and pair_filter.is_pair(sides):
+        options = list(pair_filter.PAIR_FILTERS)
+        pair = cols[0].radio(t("pair_filter"), options, key="pair_filter", horizontal=True,
+                             help=t("pair_filter_help"), format_func={v: t(f"pair_{v}") for v in options}.get)
+    directions = pair_filter.LINE_DIRECTIONS
+    direction = cols[1].radio(t("pair_lines"), directions, key="line_direction", horizontal=True,
+                              help=t("pair_lines_help"), format_func={v: t(f"pair_lines_{v}") for v in directions}.get)
+    part = pair_filter.slice_pair(sides[window], labels, pair, focus, direction)
+    if focus is not None and part.focus_row is None and part.focus_col is None:
+        st.caption(t("pair_focus_outside"))
+    write_url(pair=pair if pair != "all" else None, lines=direction if direction != "out" else None)
+    return part
 
 
 def head_profile(trace, layer: int, head: int, detectors: dict | None = None) -> None:

@@ -23,6 +23,8 @@ import streamlit as st
 import torch
 
 import attnviz
+from attnviz import effects
+from attnviz.analysis import lenses
 from attnviz.analysis.detectors import detect_heads
 from attnviz.analysis.views import attention_view
 from attnviz.loading import ModelTooLarge, load_bytes
@@ -284,8 +286,12 @@ def run_text(name: str, text: str, text_pair: str | None):
     return trace
 
 
-def view_of(name: str, text: str, text_pair: str | None, level: str, hide_special: bool):
-    """The attention view the page draws (analysis.views.attention_view), shared like the trace."""
+def view_of(name: str, text: str, text_pair: str | None, level: str, hide_special: bool, lens: str = "raw",
+            normalise: bool = True):
+    """The attention view the page draws (analysis.views.attention_view), shared like the trace; a `lens`
+    other than "raw" is applied to the token-level weights first (`lens_view`)."""
+    if lens != "raw":
+        return lens_view(name, text, text_pair, level, hide_special, lens, normalise)
     trace = run_text(name, text, text_pair)
     if level == "token" and not hide_special:
         return attention_view(trace, level, False)  # the trace's own array, no copy
@@ -355,3 +361,142 @@ def cached_figure(key: tuple, build):
 
 def _figure_bytes(figure) -> int:
     return sum(np.asarray(trace.z).nbytes for trace in figure.data if getattr(trace, "z", None) is not None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# head ablation (attnviz.effects; the Explore page's "Switch heads off", attnviz/ui/ablation.py)
+
+
+def ablation_effect(model, name: str, text: str, off: tuple[tuple[int, int], ...], continuation: str | None):
+    """The prediction before and after switching the heads `off` ((layer, head) pairs) off, shared by
+    every session (two forward passes of one text, within the budget)."""
+    key = ("ablation", name, text, off, continuation)
+    views = shared()["views"]
+    effect = views.get(key)
+    if effect is None:
+        n_tokens = len(model.encode(text + (continuation or "")).ids)
+        with reserve(2 * effects.scan_bytes(model, n_tokens, 1), keep_model=name):
+            effect = effects.ablation_effect(model, text, effects.head_mask_of(model, off), continuation)
+        views.put(key, effect, 1024)
+    return effect
+
+
+def scan_scores(name: str, text: str, quantity: str, continuation: str | None):
+    """An importance scan's [L, H] grid, if some session has computed it."""
+    return shared()["views"].get(("scan", name, text, quantity, continuation))
+
+
+def scan_heads(model, name: str, text: str, quantity: str, continuation: str | None, progress=None):
+    """Every head switched off alone (effects.importance_scan), batched within SCAN_BATCH_BYTES and the
+    budget; computed once per (model, text, quantity, continuation) and shared."""
+    n_tokens = len(model.encode(text + (continuation or "")).ids)
+    batch = effects.scan_batch_size(model, n_tokens)
+    with reserve(effects.scan_bytes(model, n_tokens, batch), keep_model=name):
+        scores = effects.importance_scan(model, text, quantity, continuation, progress=progress, batch_size=batch)
+    scores.setflags(write=False)
+    shared()["views"].put(("scan", name, text, quantity, continuation), scores, scores.nbytes)
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------------
+# lenses (analysis.lenses) and the query-key view, from one more recorded forward pass; shared like views
+
+
+def value_norms(name: str, text: str, text_pair: str | None) -> np.ndarray:
+    """||f_h(x_j)|| [L, H, S] float32 of a text (Recorder "value_norms"; model.run records none of it)."""
+    key = ("value_norms", name, text, text_pair)
+    views = shared()["views"]
+    norms = views.get(key)
+    if norms is None:
+        model = model_for(name)
+        with reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
+            norms = model.record(text, text_pair, names=("value_norms",))["value_norms"]
+            _trim_heap()
+        norms.setflags(write=False)
+        views.put(key, norms, norms.nbytes)
+    return norms
+
+
+def lens_attentions(name: str, text: str, text_pair: str | None, lens: str, normalise: bool = True):
+    """Token-level lens weights, float16 read-only: [L, H, T, S] for "value", [L, 1, T, T] (one map per
+    layer, shaped as one head) for "rollout" and "flow". Flow is a heavy action (`compute_flow`): None
+    until some session has computed it."""
+    if lens not in lenses.LENSES or lens == "raw":
+        raise ValueError(f"lens must be one of {lenses.LENSES[1:]}, got {lens!r}")
+    key = ("lens", name, text, text_pair, lens, bool(normalise) if lens == "value" else None)
+    views = shared()["views"]
+    weights = views.get(key)
+    if weights is None and lens != "flow":
+        trace = run_text(name, text, text_pair)
+        with reserve(3 * trace.attentions.nbytes, keep_model=name):  # float32 result + its float16 copy
+            if lens == "value":
+                norms = value_norms(name, text, text_pair)
+                weights = lenses.value_weighted(trace.attentions, norms, normalise)
+            else:
+                weights = lenses.rollout(trace.attentions)[:, None]
+            weights = weights.astype(np.float16)
+        weights.setflags(write=False)
+        views.put(key, weights, weights.nbytes)
+    return weights
+
+
+def compute_flow(name: str, text: str, text_pair: str | None, progress=None) -> np.ndarray:
+    """Attention flow (analysis.lenses.flow, at most FLOW_MAX_TOKENS tokens), computed once and shared."""
+    trace = run_text(name, text, text_pair)
+    # The deepest layer's graph has (L + 1) T nodes, held as Python lists of floats (~32 bytes a cell: a
+    # pointer and a float object), plus one residual copy per max-flow.
+    nodes = (trace.n_layers + 1) * len(trace.tokens)
+    with reserve(2 * 32 * nodes * nodes, keep_model=name):
+        weights = lenses.flow(trace.attentions, progress=progress)[:, None].astype(np.float16)
+    weights.setflags(write=False)
+    shared()["views"].put(("lens", name, text, text_pair, "flow", None), weights, weights.nbytes)
+    return weights
+
+
+def lens_view(name: str, text: str, text_pair: str | None, level: str, hide_special: bool, lens: str,
+              normalise: bool = True):
+    """The view of lens weights, made as for raw weights (token or word level, special tokens hidden).
+    Value weights that are not row-normalised are norms, not shares: the view is divided by its
+    largest value (`lens_peak`) so colours keep the [0, 1] scale."""
+    key = ("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise))
+    views = shared()["views"]
+    held = views.get(key)
+    if held is None:
+        weights = lens_attentions(name, text, text_pair, lens, normalise)
+        if weights is None:
+            raise ValueError(f"the {lens} lens has not been computed for this text")
+        trace = dataclasses.replace(run_text(name, text, text_pair), attentions=weights)
+        with reserve(2 * weights.nbytes, keep_model=name):
+            view = attention_view(trace, level, hide_special)
+            peak = None
+            if lens == "value" and not normalise and not hide_special:
+                peak = float(np.max(view.attentions, initial=0.0))
+                if peak > 0:
+                    view = dataclasses.replace(view, attentions=(view.attentions / np.float32(peak)).astype(
+                        view.attentions.dtype))
+        view.attentions.setflags(write=False)
+        held = (view, peak)
+        views.put(key, held, view.attentions.nbytes)
+    return held[0]
+
+
+def lens_peak(name: str, text: str, text_pair: str | None, level: str, hide_special: bool, lens: str,
+              normalise: bool = True) -> float | None:
+    """The value an unnormalised value-weighted view was divided by (None when it was not)."""
+    held = shared()["views"].get(("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise)))
+    return None if held is None else held[1]
+
+
+def query_keys(name: str, text: str, text_pair: str | None, layer: int) -> dict:
+    """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only."""
+    key = ("query_keys", name, text, text_pair, layer)
+    views = shared()["views"]
+    held = views.get(key)
+    if held is None:
+        model = model_for(name)
+        with reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
+            held = model.record(text, text_pair, names=("queries", "keys"), layer=layer)
+        for array in held.values():
+            array.setflags(write=False)
+        views.put(key, held, sum(array.nbytes for array in held.values()))
+    return held

@@ -34,6 +34,104 @@ STRINGS: dict[str, dict[str, str]] = {
     "page_explore": {"en": "Explore", "zh": "探索"},
     "page_head_finder": {"en": "Head Finder", "zh": "注意力头查找器"},
     "page_learn": {"en": "Learn", "zh": "学习"},
+    # Translate page (ui/translate.py): an encoder-decoder's three attention kinds
+    "page_translate": {"en": "Translate", "zh": "翻译"},
+    "translate_title": {"en": "Translate: encoder, decoder and cross-attention",
+                        "zh": "翻译：编码器、解码器与交叉注意力"},
+    "translate_caption": {
+        "en": "An encoder-decoder transformer of the original Transformer's shape (Marian / opus-mt: 512 wide, "
+              "8 heads of 64, 6 + 6 layers, swish), run by attnviz's own attention module. The encoder reads the "
+              "source, the decoder reads the target so far (causal), and cross-attention lets each target "
+              "position read the source: decoder queries, encoder keys and values.",
+        "zh": "与原始 Transformer 同形的编码器-解码器"
+              "（Marian / opus-mt：宽 512，8 个 64 维的头，6 + 6 层，swish 激活），"
+              "由 attnviz 自己的注意力模块计算。编码器读源文本，解码器读到目前为止的目标文本（因果），"
+              "交叉注意力让每个目标位置读源文本：查询来自解码器，键和值来自编码器。",
+    },
+    "translate_model": {"en": "Translation model", "zh": "翻译模型"},
+    "translate_model_custom": {"en": "Other Marian model (hub id)", "zh": "其他 Marian 模型（hub id）"},
+    "translate_model_custom_help": {
+        "en": "A Helsinki-NLP opus-mt model id, e.g. Helsinki-NLP/opus-mt-en-de (needs the network).",
+        "zh": "Helsinki-NLP opus-mt 模型的 id，例如 Helsinki-NLP/opus-mt-en-de（需要网络）。",
+    },
+    "translate_random": {"en": "random Marian-sized translation model (untrained)",
+                         "zh": "随机初始化的 Marian 规模翻译模型（未训练）"},
+    "translate_untrained": {
+        "en": "This model is untrained (random weights, built offline): its “translation” is noise, and its "
+              "attention shows the mechanics (shapes, the causal mask, cross-attention from target to source), not "
+              "learned alignments. Choose a Helsinki-NLP opus-mt model for real translations.",
+        "zh": "该模型未经训练（随机权重，离线构建）：它的“译文”是噪声，其注意力只展示机制（形状、因果遮蔽、"
+              "从目标到源的交叉注意力），而非学到的对齐。要看真实的翻译，请选择 Helsinki-NLP opus-mt 模型。",
+    },
+    "translate_not_seq2seq": {
+        "en": "{name} is not a translation (encoder-decoder) model; this page takes Marian (opus-mt) models.",
+        "zh": "{name} 不是翻译（编码器-解码器）模型；此页面接受 Marian（opus-mt）模型。",
+    },
+    "translate_fallback": {"en": "Showing the untrained offline translation model instead.",
+                           "zh": "改为显示离线的未训练翻译模型。"},
+    "translate_facts": {
+        "en": "{name}: d_model {d}, {heads} heads, {enc} encoder + {dec} decoder layers, {params:.1f}M parameters.",
+        "zh": "{name}：d_model {d}，{heads} 个头，{enc} 层编码器 + {dec} 层解码器，{params:.1f}M 参数。",
+    },
+    "translate_language": {"en": "Target language token", "zh": "目标语言标记"},
+    "translate_language_help": {
+        "en": "This model translates into several languages and reads the one wanted from a token put in front "
+              "of the source, e.g. >>cmn_Hans<< for simplified Chinese.",
+        "zh": "该模型可译成多种语言，由放在源文本前面的标记选择目标语言，例如 >>cmn_Hans<< 表示简体中文。",
+    },
+    "translate_source": {"en": "Source text", "zh": "源文本"},
+    "translate_target": {"en": "Target text", "zh": "目标文本"},
+    "translate_target_help": {
+        "en": "Optional: a translation whose attention to read (the decoder reads it, teacher forcing). Empty: the "
+              "model's own greedy translation.",
+        "zh": "可选：要查看其注意力的译文（解码器读入它，即教师强制）。留空：使用模型自己的贪心解码译文。",
+    },
+    "translate_empty": {"en": "Type a source sentence.", "zh": "请输入源句子。"},
+    "translate_running": {"en": "Translating…", "zh": "正在翻译…"},
+    "translate_error": {"en": "Could not run this text: {error}", "zh": "无法运行这段文本：{error}"},
+    "translate_output_generated": {"en": "Translation (greedy decoding)", "zh": "译文（贪心解码）"},
+    "translate_output_given": {"en": "Target text (given; the decoder reads it)",
+                               "zh": "目标文本（给定；由解码器读入）"},
+    "translate_output_empty": {"en": "(empty: the model ended at once)", "zh": "（空：模型立即结束）"},
+    "translate_tokens": {"en": "{s} source tokens, {t} decoder positions", "zh": "{s} 个源词元，{t} 个解码器位置"},
+    "translate_truncated": {"en": "cut at {n} tokens", "zh": "已截断为 {n} 个词元"},
+    "translate_kind": {"en": "Attention kind", "zh": "注意力类型"},
+    "translate_kind_encoder": {"en": "Encoder self-attention", "zh": "编码器自注意力"},
+    "translate_kind_decoder": {"en": "Decoder self-attention", "zh": "解码器自注意力"},
+    "translate_kind_cross": {"en": "Cross-attention", "zh": "交叉注意力"},
+    "translate_kind_caption_encoder": {
+        "en": "Source to source: every source token sees every source token (rows: queries, columns: keys).",
+        "zh": "源到源：每个源词元都能看到所有源词元（行：查询，列：键）。",
+    },
+    "translate_kind_caption_decoder": {
+        "en": "Target to earlier target: position t sees positions up to t only (the causal mask). The first "
+              "position is the decoder start token <pad>, then the target shifted right.",
+        "zh": "目标到之前的目标：位置 t 只能看到 t 及之前的位置（因果遮蔽）。第一个位置是解码器起始标记 <pad>，"
+              "其后是右移一位的目标文本。",
+    },
+    "translate_kind_caption_cross": {
+        "en": "Target to source: rows are decoder positions (each reads the token shown and predicts the next), "
+              "columns are source tokens. T and S differ.",
+        "zh": "目标到源：行是解码器位置（每个位置读入所示词元并预测下一个），列是源词元。T 与 S 不同。",
+    },
+    "translate_pick_below": {"en": "pick this layer and head below", "zh": "在下方选择该层和头"},
+    "translate_layer": {"en": "Layer of this kind", "zh": "该类型的层"},
+    "translate_head": {"en": "Head of that layer", "zh": "该层的头"},
+    "translate_alignment_title": {"en": "Cross-attention as a word alignment", "zh": "把交叉注意力读作词对齐"},
+    "translate_alignment_mean": {"en": "Mean of all heads", "zh": "所有头的平均"},
+    "translate_alignment_all_heads": {"en": "mean of the heads", "zh": "各头平均"},
+    "translate_alignment_one_head": {"en": "head {head}", "zh": "第 {head} 个头"},
+    "translate_alignment_caption": {
+        "en": "Layer {layer}, {which}: the weight from each target word to each source word (the mean over the "
+              "decoder steps that produce the word of the summed weight on the source word's tokens), and the "
+              "source word each target word weighs most.",
+        "zh": "第 {layer} 层，{which}：每个目标词对每个源词的权重（在生成该目标词的解码步骤上取平均，"
+              "对源词的各词元求和），以及每个目标词权重最大的源词。",
+    },
+    "translate_alignment_none": {"en": "No word on one of the sides.", "zh": "某一侧没有词。"},
+    "translate_column_target": {"en": "target word", "zh": "目标词"},
+    "translate_column_source": {"en": "source word", "zh": "源词"},
+    "translate_column_weight": {"en": "weight", "zh": "权重"},
     "model": {"en": "Model", "zh": "模型"},
     "model_preset": {"en": "Preset", "zh": "预设模型"},
     "random_model": {"en": "random BERT-base-sized model (untrained)", "zh": "随机 BERT-base 规模模型（未训练）"},
@@ -170,6 +268,32 @@ STRINGS: dict[str, dict[str, str]] = {
     "threshold": {"en": "Hide lines below", "zh": "隐藏低于该值的连线"},
     "focus_token": {"en": "Isolate the lines of", "zh": "只显示该词元的连线"},
     "all_tokens": {"en": "(all tokens)", "zh": "（所有词元）"},
+    "pair_filter": {"en": "Sentence filter", "zh": "句子筛选"},
+    "pair_filter_help": {
+        "en": "As bertviz: which sentence the rows (from, queries) and columns (to, keys) come from. [CLS] and "
+              "the first [SEP] count with sentence A, the last [SEP] with B. Weights are not renormalised.",
+        "zh": "与 `bertviz` 相同：行（来源，查询）与列（目标，键）各取自哪个句子。[CLS] 和第一个 [SEP] 归入句子 A，"
+              "最后一个 [SEP] 归入句子 B。权重不重新归一化。",
+    },
+    "pair_all": {"en": "All", "zh": "全部"},
+    "pair_ab": {"en": "A → B", "zh": "A → B"},
+    "pair_ba": {"en": "B → A", "zh": "B → A"},
+    "pair_aa": {"en": "A → A", "zh": "A → A"},
+    "pair_bb": {"en": "B → B", "zh": "B → B"},
+    "pair_lines": {"en": "Line direction", "zh": "连线方向"},
+    "pair_lines_help": {
+        "en": "For the isolated token: the lines from it (what it attends to), to it (what attends to it), "
+              "or both (incoming in green).",
+        "zh": "针对被单独显示的词元：从它出发的连线（它关注什么）、指向它的连线（什么关注它），"
+              "或两者（指向它的为绿色）。",
+    },
+    "pair_lines_out": {"en": "from the token", "zh": "从该词元出发"},
+    "pair_lines_in": {"en": "to the token", "zh": "指向该词元"},
+    "pair_lines_both": {"en": "both", "zh": "两者"},
+    "pair_focus_outside": {"en": "The isolated token has no lines in this direction under the sentence filter.",
+                           "zh": "在当前句子筛选下，被单独显示的词元在该方向上没有连线。"},
+    "pair_empty": {"en": "The tokens shown hold no rows or no columns for this sentence filter.",
+                   "zh": "当前显示的词元中，该句子筛选下没有行或没有列。"},
     "kv_note": {
         "en": "Head {head} shares KV head {kv} with heads {peers} ({kind}).",
         "zh": "第 {head} 个头与 {peers} 号头共享第 {kv} 个 KV 头（{kind}）。",
@@ -361,7 +485,386 @@ STRINGS: dict[str, dict[str, str]] = {
     "kind_decoder": {"en": "decoder", "zh": "解码器"},
     "inference": {"en": "- (inference)", "zh": "-（推理）"},
     "learn_code": {"en": "The code that computes every view in attnviz", "zh": "attnviz 中计算所有视图的代码"},
+    # Learn page: MHA / GQA / MQA measured, MHA -> GQA conversion, KV-group head distances (attnviz/ui/learn.py)
+    "learn_shapes_caption": {
+        "en": "One module, the variant chosen above, run on a random (2, 10, d_model) input: its shapes and which "
+              "KV head each query head reads. The table below measures all three variants side by side.",
+        "zh": "上面所选的一种变体：在随机 (2, 10, d_model) 输入上运行一个模块，显示其形状以及每个查询头读取哪个 KV 头。"
+              "下表将三种变体并排实测。",
+    },
+    "learn_measured": {"en": "MHA, GQA and MQA measured side by side", "zh": "MHA、GQA 与 MQA 并排实测"},
+    "learn_tokens": {"en": "Tokens decoded (N)", "zh": "解码词元数（N）"},
+    "learn_tokens_help": {
+        "en": "Each variant decodes N tokens one at a time with a KV cache; then the bytes its cache tensors hold "
+              "are counted.",
+        "zh": "每种变体借助 KV 缓存逐个解码 N 个词元，然后统计其缓存张量实际占用的字节数。",
+    },
+    "learn_measure": {"en": "Decode and measure", "zh": "解码并测量"},
+    "learn_measure_progress": {"en": "Measuring: stage {done} of {total}", "zh": "测量中：第 {done} / {total} 步"},
+    "learn_not_measured": {
+        "en": "Parameters and the formula are shown; press “Decode and measure” to decode N tokens with each "
+              "variant and fill in the measured cache and the time per token (a second or two).",
+        "zh": "目前显示参数量与公式值；点击“解码并测量”，每种变体解码 N 个词元，"
+              "并填入实测缓存与每词元耗时（约一两秒）。",
+    },
+    "learn_measured_caption": {
+        "en": "Each variant is a stack of {layers} attention layers with d_model {d_model} and {heads} query heads; "
+              "only the KV heads differ. “Cache bytes (measured)” is what the key and value tensors held after "
+              "decoding {n} tokens ({dtype}); the formula is 2 × layers × N × KV heads × head_dim × bytes, and "
+              "its share of MHA is 1, g/h and 1/h. Time per token: one new token through all layers with a "
+              "cache of that length, the median of {repeats} steps, the three variants interleaved in one run "
+              "on this server's CPU (torch threads: {threads}), so they compare with each other, not with a GPU. What "
+              "to expect: MQA's step gets cheaper than MHA's as the cache grows. GQA's does not, here: this "
+              "kernel, like Hugging Face's eager attention, copies each shared K/V head out to its query heads on "
+              "every step (`repeat_kv`), as much memory traffic as MHA's own cache, while MQA's single head is "
+              "broadcast without a copy. In this kernel GQA saves memory; fused kernels (`FlashAttention`, "
+              "PyTorch's `scaled_dot_product_attention` with `enable_gqa`) read the shared heads without the "
+              "copy and turn the saving into speed too.",
+        "zh": "每种变体是 {layers} 层注意力的堆叠，d_model 为 {d_model}，查询头 {heads} 个，只有 KV 头数不同。"
+              "“缓存字节（实测）”是解码 {n} 个词元后键、值张量实际占用的字节（{dtype}）；公式为 2 × 层数 × N × "
+              "KV 头数 × head_dim × 每元素字节，相对 MHA 的比例为 1、g/h 与 1/h。每词元耗时：在该长度的缓存上，"
+              "一个新词元通过所有层的时间，取 {repeats} 步的中位数，三种变体在同一次运行中交替测量，运行于本服务器的"
+              "处理器（{threads} 个线程），因此只宜相互比较，不宜与图形处理器比较。"
+              "预期：随着缓存变长，MQA 每步比 MHA 更快。GQA 在这里并不更快：本内核与 Hugging Face 的即时（`eager`）"
+              "注意力一样，每一步都把共享的 K/V 头复制给它的各个查询头（`repeat_kv`），内存读写量与 MHA 自己的缓存"
+              "相当；而 MQA 唯一的 KV 头无需复制即可广播。在本内核中 GQA 节省的是内存；融合内核（`FlashAttention`、"
+              "`PyTorch` 的 `scaled_dot_product_attention` 配合 `enable_gqa`）无需复制即可读取共享的头，"
+              "从而把节省也变成速度。",
+    },
+    "learn_col_kv_heads": {"en": "KV heads", "zh": "KV 头数"},
+    "learn_col_formula_bytes": {"en": "cache bytes (formula)", "zh": "缓存字节（公式）"},
+    "learn_col_formula_ratio": {"en": "share of MHA (formula)", "zh": "相对 MHA（公式）"},
+    "learn_col_cache_bytes": {"en": "cache bytes (measured)", "zh": "缓存字节（实测）"},
+    "learn_col_measured_ratio": {"en": "share of MHA (measured)", "zh": "相对 MHA（实测）"},
+    "learn_col_ms": {"en": "ms per token, cache {n}", "zh": "每词元毫秒（缓存 {n}）"},
+    "learn_who": {"en": "Who uses which", "zh": "谁在用哪一种"},
+    "learn_col_model": {"en": "model", "zh": "模型"},
+    "learn_col_query_heads": {"en": "query heads", "zh": "查询头数"},
+    "learn_who_caption": {
+        "en": "Head counts as published in each model's paper or configuration. Falcon-40B and 180B use 8 KV heads "
+              "(GQA-like), unlike Falcon-7B. Gemini is sometimes listed under MQA, but its architecture is not "
+              "published, so it is not placed here; Gemma, its open sibling, documents its own: MQA in Gemma 2B, "
+              "MHA in Gemma 7B.",
+        "zh": "头数取自各模型的论文或配置。与 `Falcon-7B` 不同，`Falcon-40B` 和 `180B` 使用 8 个 KV 头（类似 GQA）。"
+              "`Gemini` 有时被归入 MQA，但其架构并未公开，因此这里不予归类；其开放版本 `Gemma` 公开了自己的设计："
+              "`Gemma 2B` 用 MQA，`Gemma 7B` 用 MHA。",
+    },
+    "learn_sentence": {"en": "Sentence for the measurements below", "zh": "用于下方测量的句子"},
+    "learn_too_long": {
+        "en": "This section takes at most {limit} tokens; the sentence has {n}. Shorten it.",
+        "zh": "本节最多处理 {limit} 个词元，而该句子有 {n} 个。请缩短句子。",
+    },
+    "learn_convert_title": {"en": "MHA → GQA: mean-pool the loaded model's key/value heads",
+                            "zh": "MHA → GQA：对当前模型的键/值头做均值池化"},
+    "learn_convert_text": {
+        "en": "Ainslie et al. (2023) turn a multi-head checkpoint into GQA by replacing the key and value "
+              "projection heads of each group with their mean, then training briefly to recover. Here only the "
+              "first step is done, on a copy of the loaded model (weights and biases pooled, nothing retrained), "
+              "and run on your sentence. For each layer: the Jensen-Shannon distance between each head's "
+              "attention row before and after (0 = the same distribution, 1 = no overlap), its mean and "
+              "maximum, and the largest change of any attention weight. Below: how far the final hidden states "
+              "moved. With g = the number of heads nothing is pooled and every distance is exactly 0; fewer "
+              "groups move the model further, which is the gap uptraining has to close.",
+        "zh": "`Ainslie` 等（2023，GQA 论文）把多头检查点转换为 GQA：将每组的键、值投影头替换为它们的均值，"
+              "再短暂训练以恢复。"
+              "这里只做第一步：在当前模型的副本上（权重与偏置一起池化，不做任何再训练），并在你的句子上运行。"
+              "每层给出：每个头的注意力行在转换前后的詹森-香农距离（0 表示分布相同，1 表示毫无重叠）的"
+              "均值与最大值，以及任一注意力权重的最大变化。下方给出最终隐藏状态的变化幅度。g 等于头数时不做池化，"
+              "所有距离恰为 0；组数越少，模型偏离越远，这正是继续训练需要弥补的差距。",
+    },
+    "learn_groups": {"en": "KV groups after pooling (g)", "zh": "池化后的 KV 组数（g）"},
+    "learn_convert_run": {"en": "Pool and compare", "zh": "池化并比较"},
+    "learn_col_js_mean": {"en": "mean JS distance", "zh": "平均詹森-香农距离"},
+    "learn_col_js_max": {"en": "max JS distance", "zh": "最大詹森-香农距离"},
+    "learn_col_max_abs": {"en": "max |Δ attention|", "zh": "最大 |Δ 注意力|"},
+    "learn_convert_hidden": {
+        "en": "g = {g}, {n} tokens: the final hidden states moved by {relative:.2%} of their norm (relative L2); "
+              "mean cosine similarity per token {cosine:.4f}.",
+        "zh": "g = {g}，{n} 个词元：最终隐藏状态的变化为其范数的 {relative:.2%}（相对 L2）；"
+              "逐词元平均余弦相似度 {cosine:.4f}。",
+    },
+    "learn_convert_not_mha": {
+        "en": "The loaded model already shares keys and values ({kind}: {heads} query heads, {kv} KV heads), so "
+              "there is nothing to pool from multi-head attention. Below: whether the heads that share K/V attend "
+              "alike. Choose an MHA model (MiniLM, BERT, GPT-2) to try the conversion.",
+        "zh": "当前模型已经共享键和值（{kind}：{heads} 个查询头，{kv} 个 KV 头），没有可从多头注意力池化的内容。"
+              "下面看共享 K/V 的头是否注意力相似。选择 MHA 模型（MiniLM、BERT、GPT-2）可尝试转换。",
+    },
+    "learn_kv_title": {"en": "Do heads that share K/V attend alike?", "zh": "共享 K/V 的头，注意力相似吗？"},
+    "learn_kv_text": {
+        "en": "In GQA the heads of one KV group read the same keys and values; only their queries differ. For each "
+              "layer: the mean Jensen-Shannon distance between the attention maps of two heads of the same group, "
+              "against two heads of different groups (0 = identical rows, 1 = disjoint). p is the share of random "
+              "regroupings of the heads (same group sizes) whose within-group distance is as small: a small p "
+              "means heads sharing K/V are closer than chance. The first row is left out (a decoder's first "
+              "token can attend only to itself, in every head).",
+        "zh": "在 GQA 中，同一 KV 组的头读取相同的键和值，只有查询不同。每层给出：同组两个头注意力图之间的平均"
+              "詹森-香农距离，与不同组两个头之间的对比（0 表示各行相同，1 表示毫无重叠）。p 为随机重新分组"
+              "（组大小不变）后组内距离同样小的比例：p 小说明共享 K/V 的头比偶然情况更相似。第一行不计入"
+              "（解码器的第一个词元在每个头中都只能关注自己）。",
+    },
+    "learn_kv_mqa": {
+        "en": "MQA: all heads read one KV head, so every pair is within the group and there is no “across” to "
+              "compare with.",
+        "zh": "MQA：所有头读取同一个 KV 头，因此所有头对都在同一组内，没有“组间”可比。",
+    },
+    "learn_kv_run": {"en": "Measure head distances", "zh": "测量头间距离"},
+    "learn_col_within": {"en": "within a KV group", "zh": "同一 KV 组内"},
+    "learn_col_across": {"en": "across KV groups", "zh": "不同 KV 组间"},
+    "learn_col_p": {"en": "p (regrouping)", "zh": "p（随机重分组）"},
+    "learn_kv_summary": {
+        "en": "Within-group pairs closer than across-group pairs in {closer} of {layers} layers; p < 0.05 in {sig}. "
+              "Mean over layers: within {within:.3f}, across {across:.3f} ({pairs_within} and {pairs_across} "
+              "head pairs per layer).",
+        "zh": "在 {layers} 层中有 {closer} 层组内头对比组间更接近；p < 0.05 的有 {sig} 层。各层平均："
+              "组内 {within:.3f}，组间 {across:.3f}（每层分别有 {pairs_within} 与 {pairs_across} 个头对）。",
+    },
+    "learn_no_model": {"en": "No model is loaded, so this section has nothing to run on.",
+                       "zh": "没有加载模型，本节无法运行。"},
     "no_items": {"en": "No items for this choice.", "zh": "该选择下没有数据。"},
+    # Head ablation and the importance scan (attnviz/ui/ablation.py)
+    "ablation_title": {"en": "Switch heads off", "zh": "关闭注意力头"},
+    "ablation_caption_decoder": {
+        "en": "A head switched off has its output zeroed before the output projection (the layer keeps the "
+              "projection's bias), then the prediction is computed again: the top next tokens after the "
+              "sentence and, if you type one, the log-probability of a continuation.",
+        "zh": "被关闭的注意力头，其输出在输出投影之前被置零（该层保留投影的偏置），然后重新计算预测："
+              "句子之后最可能的下一个词元，以及（若填写）续写的对数概率。",
+    },
+    "ablation_caption_mlm": {
+        "en": "A head switched off has its output zeroed before the output projection. Put one `[MASK]` (or "
+              "`<mask>`) in the sentence: the model's top fills with every head on and with the heads switched off.",
+        "zh": "被关闭的注意力头，其输出在输出投影之前被置零。在句子中放入一个 `[MASK]`（或 `<mask>`）："
+              "比较所有头开启时与关闭部分头后模型给出的最可能填充。",
+    },
+    "ablation_caption_embedding": {
+        "en": "This model has no masked-LM head (a sentence-embedding model), so the effect is the change of "
+              "the sentence embedding it was trained for: 1 - cosine of the mean-pooled last hidden state with "
+              "and without the heads (0 = unchanged).",
+        "zh": "该模型没有掩码语言模型头（句向量模型），因此效果用它训练所得的句向量变化来衡量："
+              "关闭前后最后一层隐藏状态平均池化向量的 1 - 余弦相似度（0 表示不变）。",
+    },
+    "ablation_pair_note": {"en": "Only sentence A is used here.", "zh": "此处只使用句子 A。"},
+    "ablation_heads": {"en": "Heads to switch off", "zh": "要关闭的注意力头"},
+    "ablation_heads_help": {"en": "layer.head, counted from 0 (as the figures' L and H)",
+                            "zh": "层.头，从 0 开始计数（与图中的 L 和 H 一致）"},
+    "ablation_layers": {"en": "Whole layers to switch off", "zh": "整层关闭"},
+    "ablation_layer_option": {"en": "layer {layer} (all heads)", "zh": "第 {layer} 层（所有头）"},
+    "ablation_continuation": {"en": "Continuation to score", "zh": "要评分的续写"},
+    "ablation_continuation_help": {
+        "en": "Text that follows the sentence, e.g. `\" are\"` (a leading space belongs to it). Sentence and "
+              "continuation are tokenised together; every token holding a character of the continuation is scored.",
+        "zh": "紧接句子的文本，例如 `\" are\"`（开头的空格属于续写）。句子与续写一起分词；"
+              "凡包含续写字符的词元都计入评分。",
+    },
+    "ablation_choose": {"en": "Choose heads or whole layers above to see what switching them off changes.",
+                        "zh": "在上方选择注意力头或整层，查看关闭它们会改变什么。"},
+    "ablation_n_off": {"en": "{n} of {total} heads switched off.", "zh": "已关闭 {total} 个头中的 {n} 个。"},
+    "ablation_need_mask": {"en": "Put one `[MASK]` (or `<mask>`) in the sentence to see the model's fills.",
+                           "zh": "请在句子中放入一个 `[MASK]`（或 `<mask>`）以查看模型的填充。"},
+    "ablation_all_on": {"en": "All heads on", "zh": "所有头开启"},
+    "ablation_switched_off": {"en": "Heads switched off", "zh": "关闭部分头后"},
+    "ablation_column_after": {"en": "probability, heads off", "zh": "关闭后的概率"},
+    "ablation_continuation_result": {
+        "en": "`log P(continuation | sentence)`: {before:.3f} with every head, {after:.3f} with the heads "
+              "switched off (change {delta:+.3f} nats).",
+        "zh": "`log P(续写 | 句子)`：所有头开启时为 {before:.3f}，关闭部分头后为 {after:.3f}"
+              "（变化 {delta:+.3f} nats）。",
+    },
+    "ablation_column_logprob_before": {"en": "log-probability, all heads", "zh": "对数概率（所有头）"},
+    "ablation_column_logprob_after": {"en": "log-probability, heads off", "zh": "对数概率（关闭后）"},
+    "ablation_embedding_result": {"en": "Sentence embedding change (1 - cosine): {change:.5f}",
+                                  "zh": "句向量变化（1 - 余弦相似度）：{change:.5f}"},
+    "ablation_failed": {"en": "Could not compute the effect: {error}", "zh": "无法计算效果：{error}"},
+    "ablation_scan_title": {"en": "Importance scan: every head switched off alone", "zh": "重要性扫描：逐个关闭每个头"},
+    "ablation_scan_caption_continuation": {
+        "en": "Each cell: how much switching that head off alone lowers `log P(continuation | sentence)`, in nats.",
+        "zh": "每个格子：单独关闭该头使 `log P(续写 | 句子)` 降低多少（单位 nats）。",
+    },
+    "ablation_scan_caption_next_token": {
+        "en": "Each cell: how much switching that head off alone lowers the log-probability of the top next "
+              "token ({token}), in nats. Type a continuation above to scan its log-probability instead.",
+        "zh": "每个格子：单独关闭该头使最可能的下一个词元（{token}）的对数概率降低多少（单位 nats）。"
+              "在上方填写续写，则改为扫描续写的对数概率。",
+    },
+    "ablation_scan_caption_mask_fill": {
+        "en": "Each cell: how much switching that head off alone lowers the log-probability of the top fill "
+              "({token}), in nats.",
+        "zh": "每个格子：单独关闭该头使最可能的填充（{token}）的对数概率降低多少（单位 nats）。",
+    },
+    "ablation_scan_caption_embedding": {
+        "en": "Each cell: the sentence embedding's change (1 - cosine) when that head alone is switched off.",
+        "zh": "每个格子：单独关闭该头时句向量的变化（1 - 余弦相似度）。",
+    },
+    "ablation_scan_run": {"en": "Scan every head ({n} forward passes)", "zh": "扫描所有头（{n} 次前向计算）"},
+    "ablation_scan_progress": {"en": "Heads switched off: {done} of {total}",
+                               "zh": "已关闭并计算 {done} / {total} 个头"},
+    "ablation_scan_too_long": {
+        "en": "The scan takes sentences of at most {limit} tokens (with the continuation); this one has {n}.",
+        "zh": "扫描只接受不超过 {limit} 个词元的句子（含续写）；当前为 {n} 个。",
+    },
+    "ablation_scan_grid_continuation": {"en": "drop of log P(continuation)", "zh": "续写对数概率的下降"},
+    "ablation_scan_grid_next_token": {"en": "drop of log P(top next token)", "zh": "最可能下一个词元的对数概率下降"},
+    "ablation_scan_grid_mask_fill": {"en": "drop of log P(top fill)", "zh": "最可能填充的对数概率下降"},
+    "ablation_scan_grid_embedding": {"en": "embedding change (1 - cosine)", "zh": "句向量变化（1 - 余弦相似度）"},
+    # Lenses and the query-key view (ui/lenses.py)
+    "lens": {"en": "Lens", "zh": "视角"},
+    "lens_help": {
+        "en": "What each map shows. Raw: the softmax weights. Value-weighted: the weight times the size of what "
+              "the head moves from that token. Rollout and flow: how much of each position comes from each input "
+              "token through all the layers below (all heads together, one map per layer).",
+        "zh": "每张图显示什么。原始：softmax 权重。值加权：权重乘以该头从该词元搬运的向量大小。"
+              "展开与流：经过下面所有层后，每个位置有多少来自每个输入词元（所有头合并，每层一张图）。",
+    },
+    "lens_raw": {"en": "raw weights", "zh": "原始权重"},
+    "lens_value": {"en": "value-weighted", "zh": "值加权"},
+    "lens_rollout": {"en": "rollout", "zh": "注意力展开"},
+    "lens_flow": {"en": "flow", "zh": "注意力流"},
+    "lens_raw_caption": {"en": "The attention weights α as the softmax gives them.",
+                         "zh": "softmax 给出的注意力权重 α。"},
+    "lens_value_caption": {
+        "en": "‖α_ij f(x_j)‖ with f(x) = (x W_V + b_V) W_O restricted to the head (Kobayashi et al. 2020): a high "
+              "weight on a token whose transformed value vector is tiny moves almost nothing.",
+        "zh": "‖α_ij f(x_j)‖，其中 f(x) = (x W_V + b_V) W_O 只取该头的部分（Kobayashi 等 2020）："
+              "若某词元变换后的值向量很小，即使权重高也几乎不搬运信息。",
+    },
+    "lens_rollout_caption": {
+        "en": "Attention rollout (Abnar & Zuidema 2020): per layer A = 0.5 · mean over heads of α + 0.5 · I (the "
+              "residual), rows renormalised, multiplied from the first layer up. One map per layer, so the mosaic "
+              "has one column.",
+        "zh": "注意力展开（Abnar 与 Zuidema 2020）：每层 A = 0.5 · 各头 α 的平均 + 0.5 · I（残差），"
+              "行重新归一化，从第一层起逐层相乘。每层一张图，所以总览图只有一列。",
+    },
+    "lens_flow_caption": {
+        "en": "Attention flow (Abnar & Zuidema 2020): the same graph of A's read as capacities; each cell is the "
+              "maximum flow from a position above the layer to an input token, rows normalised. Limited to "
+              "{limit} tokens: it solves one max-flow per layer and token pair (a few seconds for 6 layers, "
+              "under a minute for 30).",
+        "zh": "注意力流（Abnar 与 Zuidema 2020）：把同一张 A 图的权重当作容量；每个格子是从该层之上某位置到某输入词元的"
+              "最大流，按行归一化。最多 {limit} 个词元：每层每对词元都要求解一次最大流"
+              "（6 层需数秒，30 层不到一分钟）。",
+    },
+    "lens_normalise": {"en": "Row-normalise", "zh": "按行归一化"},
+    "lens_normalise_help": {"en": "Divide each row by its sum, so it reads as shares like the raw weights.",
+                            "zh": "每行除以其总和，使其像原始权重一样表示份额。"},
+    "lens_peak": {"en": "Not normalised: colours are relative to the largest value, {peak:.3g}.",
+                  "zh": "未归一化：颜色相对于最大值 {peak:.3g}。"},
+    "lens_self_only": {"en": "Rollout and flow need a self-attention stack; showing raw weights.",
+                       "zh": "展开与流需要自注意力堆叠；改为显示原始权重。"},
+    "lens_flow_too_long": {
+        "en": "Attention flow is limited to {limit} tokens (one max-flow per layer and token pair); this input "
+              "has {n}. Showing raw weights: shorten the sentence, or use rollout.",
+        "zh": "注意力流最多支持 {limit} 个词元（每层每对词元一次最大流）；当前输入有 {n} 个。"
+              "现显示原始权重：请缩短句子，或使用注意力展开。",
+    },
+    "lens_flow_run": {"en": "Compute the attention flow", "zh": "计算注意力流"},
+    "lens_flow_pending": {"en": "The flow is not computed yet for this text: showing raw weights until it is.",
+                          "zh": "尚未为此文本计算注意力流：计算完成前显示原始权重。"},
+    "lens_flow_progress": {"en": "Layer {done} of {total}", "zh": "第 {done} / {total} 层"},
+    "lens_all_heads": {"en": "all heads", "zh": "所有头"},
+    "lens_head_note": {"en": "{lens}: one map per layer (all heads together); the head choice does not apply.",
+                       "zh": "{lens}：每层一张图（所有头合并）；所选的头不适用。"},
+    "qk_title": {"en": "Query-key view: why one key wins", "zh": "查询-键视图：为何某个键胜出"},
+    "qk_caption": {
+        "en": "Head {head} of layer {layer} (keys of KV head {kv}{rotary}). Each product q[d] · k[d] / √{dim} is "
+              "one dimension's share of the score; the products of a key add up to its score before the softmax, "
+              "and the softmax of the scores is the attention row. Blue: positive, red: negative.",
+        "zh": "第 {layer} 层第 {head} 个头（键来自 KV 头 {kv}{rotary}）。每个乘积 q[d] · k[d] / √{dim} 是一个维度"
+              "对分数的贡献；一个键的乘积之和就是 softmax 之前的分数，分数的 softmax 就是注意力行。"
+              "蓝色为正，红色为负。",
+    },
+    "qk_rotary": {"en": ", after rotary", "zh": "，已施加旋转位置编码"},
+    "qk_query": {"en": "Query token", "zh": "查询词元"},
+    "qk_shown": {"en": "The {n} visible keys with the highest weight, of {total}.",
+                 "zh": "显示权重最高的 {n} 个可见键（共 {total} 个）。"},
+    "qk_check": {"en": "Softmax of these scores against the trace's row: max difference {diff:.1e}.",
+                 "zh": "这些分数的 softmax 与轨迹中该行的最大差值：{diff:.1e}。"},
+    "qk_positive": {"en": "positive q·k", "zh": "正的 q·k"},
+    "qk_negative": {"en": "negative q·k", "zh": "负的 q·k"},
+    "qk_score": {"en": "score", "zh": "分数"},
+    "qk_weight": {"en": "weight", "zh": "权重"},
+    "qk_key": {"en": "key", "zh": "键"},
+    "qk_dimension": {"en": "dimension", "zh": "维度"},
+    "qk_product": {"en": "q·k/√D", "zh": "q·k/√D"},
+    # Minimal pairs (ui/pairs.py)
+    "minpair_title": {"en": "Compare two sentences (minimal pair)", "zh": "比较两个句子（最小对立对）"},
+    "minpair_caption": {
+        "en": "A second sentence that differs from the Sentence in one place (are / is). Both are split into words: "
+              "the words before and after the change are matched one to one, and the changed words of each sentence "
+              "form one slot (\"are→is\"; ∅ where one sentence has none). Each head's word-level attention of the "
+              "Sentence minus the second sentence's is shown.",
+        "zh": "输入与上方句子只有一处不同的第二个句子（如 `are` / `is`）。两句都切分为词：变化之前和之后的词一一对应，"
+              "每句中变化的词合为一个位置（`are→is`；某句没有时记作 ∅）。图中是每个注意力头在上方句子上的"
+              "词级注意力减去第二个句子的词级注意力。",
+    },
+    "minpair_pair_note": {"en": "Only the first sentence is compared; the sentence B input is left out here.",
+                          "zh": "这里只比较第一个句子；句子 B 的输入不参与比较。"},
+    "minpair_builtin": {"en": "Built-in pair", "zh": "内置句对"},
+    "minpair_builtin_help": {
+        "en": "Pairs written for attnviz (English and Chinese): the grammatical sentence goes to Sentence, its "
+              "ungrammatical twin to Second sentence.",
+        "zh": "为 attnviz 编写的句对（英文和中文）：合乎语法的句子填入上方句子，不合语法的对应句填入第二个句子。",
+    },
+    "minpair_second": {"en": "Second sentence", "zh": "第二个句子"},
+    "minpair_second_help": {"en": "The Sentence with one word (or a few adjacent words) changed, added or removed.",
+                            "zh": "把上方句子中的一个词（或几个相邻的词）替换、增加或删除后得到的句子。"},
+    "minpair_empty": {"en": "Type a second sentence, or pick a built-in pair, to compare.",
+                      "zh": "请输入第二个句子，或选择一个内置句对进行比较。"},
+    "minpair_too_long": {"en": "Minimal pairs are compared up to {n} tokens a sentence: shorten the sentences.",
+                         "zh": "最小对立对每句最多比较 {n} 个词元：请缩短句子。"},
+    "minpair_same": {"en": "The two sentences have the same words: change one of them.",
+                     "zh": "两个句子的词完全相同：请修改其中一个。"},
+    "minpair_failed": {"en": "Could not compare these sentences: {error}", "zh": "无法比较这两个句子：{error}"},
+    "minpair_kind_substitution": {"en": "Substitution {change}, after {prefix} common words and before {suffix}.",
+                                  "zh": "替换 {change}：之前有 {prefix} 个相同的词，之后有 {suffix} 个。"},
+    "minpair_kind_insertion": {"en": "Insertion {change}, after {prefix} common words and before {suffix}.",
+                               "zh": "插入/删除 {change}：之前有 {prefix} 个相同的词，之后有 {suffix} 个。"},
+    "minpair_grid_title": {"en": "largest |first − second| of each head", "zh": "每个头的最大 |第一句 − 第二句|"},
+    "minpair_head": {"en": "Head to compare", "zh": "要比较的注意力头"},
+    "minpair_difference": {"en": "first − second", "zh": "第一句 − 第二句"},
+    "minpair_heatmap_caption": {
+        "en": "Layer {layer}, head {head}: word-level attention of the Sentence minus the second sentence's. Blue: "
+              "the Sentence attends more; red: less; a gap: a word only one sentence has.",
+        "zh": "第 {layer} 层第 {head} 个头：上方句子的词级注意力减去第二个句子的。蓝色：上方句子的注意力更多；"
+              "红色：更少；空白：只有一个句子有的词。",
+    },
+    "minpair_causal_note": {
+        "en": "A decoder's rows for the words before the change see the same words in both sentences, so they do "
+              "not differ.",
+        "zh": "解码器中变化之前的词在两个句子里看到的词相同，所以这些行没有差别。",
+    },
+    "minpair_preference": {"en": "The model's preference", "zh": "模型的偏好"},
+    "minpair_prefers_a": {"en": "The model prefers the Sentence: {a:.3f} against {b:.3f} (margin {margin:+.3f} nats).",
+                          "zh": "模型更偏好上方句子：{a:.3f} 对 {b:.3f}（差值 {margin:+.3f} 奈特）。"},
+    "minpair_prefers_b": {
+        "en": "The model prefers the second sentence: {b:.3f} against {a:.3f} (margin {margin:+.3f} nats).",
+        "zh": "模型更偏好第二个句子：{b:.3f} 对 {a:.3f}（差值 {margin:+.3f} 奈特）。",
+    },
+    "minpair_prefers_none": {"en": "The model scores both sentences the same ({a:.3f}).",
+                             "zh": "模型给两个句子的分数相同（{a:.3f}）。"},
+    "minpair_column_sentence": {"en": "sentence", "zh": "句子"},
+    "minpair_column_logprob": {"en": "log-probability", "zh": "对数概率"},
+    "minpair_column_tokens": {"en": "scored tokens", "zh": "计分的词元"},
+    "minpair_method_prefix": {
+        "en": "Method: the log-probability of each sentence's differing word given the common prefix ({prefix}).",
+        "zh": "方法：在相同前缀（{prefix}）之后，各句中不同的词的对数概率。",
+    },
+    "minpair_method_sentence": {"en": "Method: the log-probability of each whole sentence.",
+                                "zh": "方法：每个完整句子的对数概率。"},
+    "minpair_method_masked": {
+        "en": "Method: masked word score: each token of the differing word is masked in turn and the model's "
+              "log-probabilities of the original tokens are summed (pseudo-log-likelihood).",
+        "zh": "方法：掩码词分数：依次遮蔽不同的词的每个词元，把模型给原词元的对数概率相加（伪对数似然）。",
+    },
+    "minpair_first_token": {"en": "This tokenizer adds no start token, so each sentence's first token is left out.",
+                            "zh": "该分词器不添加起始词元，所以每句的第一个词元不计分。"},
+    "minpair_no_preference": {
+        "en": "Preference: not available. This encoder has no masked-LM head (a sentence-embedding model), so it "
+              "gives sentences no probability.",
+        "zh": "偏好：不可用。该编码器没有掩码语言模型头（是句向量模型），不给句子概率。",
+    },
+    "minpair_preference_failed": {"en": "No preference for this pair: {error}",
+                                  "zh": "无法给出这对句子的偏好：{error}"},
     # Words inside figures (plots.PlotText)
     "plot_attention": {"en": "attention", "zh": "注意力"},
     "plot_query_axis": {"en": "from (query)", "zh": "从（查询）"},
