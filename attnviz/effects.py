@@ -243,14 +243,16 @@ def importance_scan(
     return scores
 
 
-def scan_bytes(model: LoadedModel, n_tokens: int, batch: int) -> int:
+def scan_bytes(model: LoadedModel, n_tokens: int, batch: int, scored: int | None = None) -> int:
     """Transient bytes of one scan batch: per row the attention scores and probabilities of one layer,
-    the hidden states, the MLP's inner width and the log-softmax over the vocabulary at the scored
-    positions (at most n_tokens); plus the plain run's residual stream at every layer, kept once."""
+    the hidden states, the MLP's inner width and the log-softmax over the vocabulary at the `scored`
+    positions (default n_tokens; 1 for the next token or a mask); plus the plain run's residual stream
+    at every layer, kept once."""
     c = model.config
     itemsize = next(model.module.parameters()).element_size()
+    scored = n_tokens if scored is None else min(scored, n_tokens)
     per_row = itemsize * n_tokens * (6 * c.d_model + 2 * c.d_ff + 3 * c.n_heads * n_tokens)
-    per_row += 4 * 2 * n_tokens * c.vocab_size if c.causal or has_mlm_head(model) else 0
+    per_row += 4 * 2 * scored * c.vocab_size if c.causal or has_mlm_head(model) else 0
     return batch * per_row + itemsize * (c.n_layers + 1) * n_tokens * c.d_model
 
 

@@ -82,6 +82,9 @@ class LoadedSeq2Seq:
         tokens = [start_label, *target.tokens[: n - 1]]
         offsets = [(0, 0), *target.offsets[: n - 1]]
         special = [True, *target.special[: n - 1]]
+        # One label per decoder position: an </s> appended above has no span in the text.
+        label_offsets = [*target.offsets[:n], *[(0, 0)] * (n - len(target.offsets[:n]))]
+        label_special = [*target.special[:n], *[True] * (n - len(target.special[:n]))]
         out = self._forward(source.ids, decoder_ids)
         trace = self._source_trace(source, out.encoder_attentions[:, 0], out.encoder_hidden[0])
         spans = split_words(target.text)
@@ -99,8 +102,7 @@ class LoadedSeq2Seq:
             target_words=[target.text[s:e] for s, e in spans],
             target_word_spans=spans,
             target_word_of_token=align_tokens_to_words(offsets, seq, spans),
-            label_word_of_token=align_tokens_to_words(
-                target.offsets[:n], [None if x else 0 for x in target.special[:n]], spans),
+            label_word_of_token=align_tokens_to_words(label_offsets, [None if x else 0 for x in label_special], spans),
             target_truncated=target.truncated or (generated and target.ids[-1:] != [self.config.eos_token_id]),
             generated=generated,
         )

@@ -36,6 +36,15 @@ def process_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+def key_bytes(key) -> int:
+    """Bytes of the text in a store key (a string, or a tuple holding strings)."""
+    if isinstance(key, str):
+        return len(key.encode())
+    if isinstance(key, tuple):
+        return sum(key_bytes(part) for part in key)
+    return 0
+
+
 class ByteStore:
     """Least-recently-used store of shared, read-only values, bounded by their bytes, not their count.
 
@@ -47,6 +56,7 @@ class ByteStore:
         self.capacity = capacity
         self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._total = 0
 
     def get(self, key: Hashable):
         with self._lock:
@@ -57,22 +67,30 @@ class ByteStore:
 
     def put(self, key: Hashable, value, nbytes: int) -> bool:
         """Keep `value`, evicting the oldest entries to make room; False (nothing kept) when it alone
-        exceeds the capacity."""
+        exceeds the capacity. The key's text counts too: a visitor's 20,000-character sentence can key
+        a value of a few hundred bytes."""
+        nbytes += key_bytes(key)
         with self._lock:
-            self._items.pop(key, None)
+            self._pop(key)
             if nbytes > self.capacity:
                 return False
-            while self._items and self.total_bytes + nbytes > self.capacity:
-                self._items.popitem(last=False)
+            while self._items and self._total + nbytes > self.capacity:
+                self._pop(next(iter(self._items)))
             self._items[key] = (value, nbytes)
+            self._total += nbytes
             return True
+
+    def _pop(self, key: Hashable) -> None:
+        entry = self._items.pop(key, None)
+        if entry is not None:
+            self._total -= entry[1]
 
     def evict_oldest(self) -> bool:
         """Drop the least recently used entry; False when the store is empty."""
         with self._lock:
             if not self._items:
                 return False
-            self._items.popitem(last=False)
+            self._pop(next(iter(self._items)))
             return True
 
     def keys(self) -> list:
@@ -82,15 +100,16 @@ class ByteStore:
 
     def discard(self, key: Hashable) -> None:
         with self._lock:
-            self._items.pop(key, None)
+            self._pop(key)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._total = 0
 
     @property
     def total_bytes(self) -> int:
-        return sum(nbytes for _, nbytes in self._items.values())
+        return self._total  # kept as entries come and go: put() runs under a lock every session shares
 
     def __len__(self) -> int:
         return len(self._items)

@@ -190,6 +190,9 @@ def differing_spans(pair: MinimalPair) -> dict[str, tuple[int, int]]:
     return spans
 
 
+MAX_MASKED_TOKENS = 8  # pseudo-log-likelihood passes per side: a differing word, not a whole sentence
+
+
 def masked_word_logprob(model, sentence: str, span: tuple[int, int], head_mask=None):
     """Pseudo-log-likelihood of the tokens overlapping `span`: each masked in turn (see the module)."""
     if not effects.has_mlm_head(model):
@@ -204,6 +207,9 @@ def masked_word_logprob(model, sentence: str, span: tuple[int, int], head_mask=N
                  if not special and s < end and start < e]
     if not positions:
         raise ValueError("the differing word produced no tokens")
+    if len(positions) > MAX_MASKED_TOKENS:  # one forward pass per token: bounded, since a visitor sets it
+        raise ValueError(f"the differing part has {len(positions)} tokens; masked scores take at most "
+                         f"{MAX_MASKED_TOKENS} (one forward pass each): make the two sentences differ in one word")
     mask = effects._head_mask(model, head_mask)
     total, per_token = 0.0, []
     for position in positions:

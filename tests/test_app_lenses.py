@@ -95,10 +95,18 @@ def test_flow_refuses_long_inputs_politely(app):
     assert "lens" not in app.query_params
 
 
+def open_query_key_view(app) -> None:
+    """The query-key expander is lazy (on_change="rerun"): its body runs only while it is open."""
+    app.session_state["qk_open"] = True
+    app.run()
+
+
 def test_query_key_view_explains_the_row(app, reference, minilm):
     trace, _ = reference
     app.selectbox(key="layer").set_value(1).run()
     app.selectbox(key="head").set_value(3).run()
+    assert not [s for s in app.selectbox if s.key == "qk_query"]  # closed: nothing computed
+    open_query_key_view(app)
     app.selectbox(key="qk_query").set_value(2).run()
     assert_clean(app)
     assert app.query_params["query"] == "2"
@@ -163,6 +171,7 @@ def test_query_key_view_of_a_gqa_decoder_names_rotary_and_the_kv_head(app):
     assert_clean(app)
     app.selectbox(key="layer").set_value(17).run()
     app.selectbox(key="head").set_value(4).run()
+    open_query_key_view(app)
     app.selectbox(key="qk_query").set_value(3).run()
     assert_clean(app)
     captions = " ".join(c.value for c in app.caption)

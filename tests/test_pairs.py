@@ -525,3 +525,13 @@ def test_masked_word_score_equals_hf_pseudo_log_likelihood():
     assert (aligned.good, aligned.bad) == pytest.approx((result.good, result.bad), abs=1e-6)
     with pytest.raises(ValueError, match="insertion"):
         preference.pair_preference(model, INSERTION)
+
+
+def test_masked_scores_refuse_a_long_differing_part():
+    """One forward pass per masked token, and a visitor chooses the sentences: two sentences that differ
+    in their first and last words make the whole sentence the differing part, which is refused."""
+    model, _ = tiny_bert_mlm()
+    pair = MinimalPair("Cats keys to the cabinets are on the old wooden table by the door today.",
+                       "Dogs keys to the cabinets are on the old wooden table by the door tonight.")
+    with pytest.raises(ValueError, match="at most 8"):
+        preference.pair_preference(model, pair)

@@ -180,8 +180,20 @@ def test_store_is_bounded_by_bytes_and_evicts_the_oldest():
     assert store.put("a", 1, 40) and store.put("b", 2, 40)
     store.get("a")  # used: now b is the oldest
     assert store.put("c", 3, 40)
-    assert "b" not in store and store.get("a") == 1 and store.get("c") == 3 and store.total_bytes == 80
+    assert "b" not in store and store.get("a") == 1 and store.get("c") == 3 and store.total_bytes == 82
     assert not store.put("huge", 4, 101) and "huge" not in store
+
+
+def test_a_long_text_in_a_key_counts_against_the_store():
+    """A visitor's 20,000-character sentence can key a value of a few bytes: the key's text is counted."""
+    store = ByteStore(1000)
+    assert store.put(("view", "short"), 1, 10) and store.total_bytes == 10 + len("view") + len("short")
+    assert not store.put(("view", "é" * 600), 2, 10)  # 1,200 bytes of UTF-8 alone
+    for i in range(50):  # many long-keyed tiny values: the total stays under the capacity
+        store.put(("view", f"{i:03d}" + "x" * 200), i, 1)
+    assert store.total_bytes <= 1000 and len(store) == 4
+    store.discard(next(iter(store.keys())))
+    assert store.total_bytes == sum(1 + 4 + 203 for _ in store.keys())
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ fed ids: the three attention kinds, logits, greedy decoding, and the KV cache ag
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -343,3 +344,36 @@ def test_word_alignment_by_hand():
     assert best_source_words(matrix) == [(0, 1, pytest.approx(0.35))]  # word 1 has no position: no row
     with pytest.raises(ValueError, match="does not match"):
         word_matrix(cross, [0, 0], [0, 1, 1, None], 1, 2)
+
+
+def test_explore_sends_a_translation_model_to_the_translate_page(marian_folder, monkeypatch):
+    """A Marian folder typed on the Explore page (allowed by the operator) is refused there with a pointer
+    to the Translate page, and the page falls back to the default model instead of half-working."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import MINILM, require_offline
+
+    require_offline(MINILM)
+    monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(marian_folder.parent))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=300)
+    at.run()
+    at.text_input(key="model_custom").input(str(marian_folder)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = " ".join(e.value for e in at.sidebar.error)
+    assert "translation (encoder-decoder) model" in errors and "Translate page" in errors
+
+
+def test_a_translation_cut_off_without_eos_keeps_one_label_per_decoder_position(marian_folder):
+    """A model without forced EOS, stopped by the length limit: the appended </s> label has no span in the
+    text, and every per-position list still has one entry per decoder row."""
+    import dataclasses
+
+    import attnviz
+
+    model = attnviz.load(str(marian_folder))
+    model.module.config = dataclasses.replace(model.module.config, forced_eos=False, bad_token_ids=(
+        *model.module.config.bad_token_ids, model.module.config.eos_token_id))  # never stops by itself
+    trace = model.run("The keys to the cabinet are on the table.", max_new_tokens=4)
+    rows = trace.cross_attentions.shape[2]
+    assert trace.generated and trace.labels[-1] == model.config.eos_token_id
+    assert len(trace.labels) == len(trace.label_word_of_token) == len(trace.target_tokens) == rows

@@ -9,7 +9,16 @@ import streamlit as st
 from attnviz import effects, plots
 from attnviz.analysis.views import visible_token
 from attnviz.ui import models
-from attnviz.ui.common import MAX_CONTINUATION, guarded, plot_text, seed_from_url, session_id, t, write_url
+from attnviz.ui.common import (
+    MAX_CONTINUATION,
+    guarded,
+    plot_text,
+    public_message,
+    seed_from_url,
+    session_id,
+    t,
+    write_url,
+)
 from attnviz.ui.escape import md
 
 # The scan runs L x H forward passes (270 for SmolLM2): longer sentences are refused, so one visitor's
@@ -69,12 +78,17 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         if off:
             st.caption(t("ablation_n_off", n=len(off), total=info.n_layers * info.n_heads))
             try:
-                effect = models.ablation_effect(model, source, text, off, continuation)
+                # Two or four forward passes of up to 512 tokens: the process's heavy-work slot, like the scan.
+                with models.heavy_slot(session_id()):
+                    effect = models.ablation_effect(model, source, text, off, continuation)
+            except models.Busy:
+                st.warning(t("busy"))
+                return
             except models.OverBudget as error:
                 st.error(_over_budget(error))
                 return
             except ValueError as error:
-                st.warning(t("ablation_failed", error=md(error)))
+                st.warning(t("ablation_failed", error=md(public_message(error, source))))
                 return
             show_effect(model, effect)
         else:
@@ -150,7 +164,7 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
             st.error(_over_budget(error))
             return
         except ValueError as error:
-            st.warning(t("ablation_failed", error=md(error)))
+            st.warning(t("ablation_failed", error=md(public_message(error, source))))
             return
         finally:
             bar.empty()

@@ -12,6 +12,7 @@ import pandas  # noqa: F401
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from attnviz.loaded import LoadedModel
 from attnviz.loading import ModelTooLarge
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.loading.sources import SourceRefused
@@ -247,7 +248,11 @@ def get_model(source: str):
         del failures[source]
     if source not in failures:
         try:
-            return _load_with_progress(source), source
+            model = _load_with_progress(source)
+            if not isinstance(model, LoadedModel):  # an encoder-decoder: its views are on the Translate page
+                failures[source] = t("seq2seq_elsewhere", name=md(source))
+            else:
+                return model, source
         except Exception as error:  # every failure becomes a message; the page keeps working
             failures[source] = load_failure(source, error)
     st.sidebar.error(failures[source])

@@ -113,7 +113,12 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     seed_from_url("qk_query", n - 1 if info.causal else min(1, n - 1), "query")
     if not 0 <= st.session_state["qk_query"] < n:  # another text, or a stale link
         st.session_state["qk_query"] = n - 1
-    with st.expander(t("qk_title"), expanded=False):
+    # Lazy: the body (one more recorded forward pass) runs only while the expander is open; a link with
+    # `query` opens it.
+    box = st.expander(t("qk_title"), expanded="query" in st.query_params, key="qk_open", on_change="rerun")
+    with box:
+        if not box.open:
+            return
         position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}")
         write_url(query=position)
         try:

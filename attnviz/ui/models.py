@@ -375,7 +375,8 @@ def ablation_effect(model, name: str, text: str, off: tuple[tuple[int, int], ...
     effect = views.get(key)
     if effect is None:
         n_tokens = len(model.encode(text + (continuation or "")).ids)
-        with reserve(2 * effects.scan_bytes(model, n_tokens, 1), keep_model=name):
+        scored = n_tokens - len(model.encode(text).ids) + 1 if continuation else 1  # positions read out
+        with reserve(2 * effects.scan_bytes(model, n_tokens, 1, scored), keep_model=name):
             effect = effects.ablation_effect(model, text, effects.head_mask_of(model, off), continuation)
         views.put(key, effect, 1024)
     return effect

@@ -13,7 +13,7 @@ from attnviz import effects, plots
 from attnviz.analysis.pairs import align_texts, trace_difference
 from attnviz.preference import NOT_AVAILABLE, builtin_pairs, pair_from_texts, pair_preference
 from attnviz.ui import models
-from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, seed_from_url, t, write_url
+from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, public_message, seed_from_url, t, write_url
 from attnviz.ui.escape import md
 
 # Both sentences are run and compared on every change: a bound like the head detail's, far below the
@@ -69,7 +69,7 @@ def comparison(model, source: str, text: str, second: str) -> None:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return
     except ValueError as error:
-        st.warning(t("minpair_failed", error=md(error)))
+        st.warning(t("minpair_failed", error=md(public_message(error, source))))
         return
     st.caption(t(f"minpair_kind_{alignment.kind}", change=md(diff.labels[alignment.changed_slot]),
                  prefix=alignment.prefix, suffix=alignment.suffix))
@@ -133,7 +133,7 @@ def preference_section(model, source: str, text: str, second: str) -> None:
         if str(error) == NOT_AVAILABLE:
             st.info(t("minpair_no_preference"))
         else:
-            st.warning(t("minpair_preference_failed", error=md(error)))
+            st.warning(t("minpair_preference_failed", error=md(public_message(error, source))))
         return
     verdict = ("minpair_prefers_a" if result.margin > 0 else "minpair_prefers_b" if result.margin < 0
                else "minpair_prefers_none")

@@ -175,6 +175,8 @@ STRINGS: dict[str, dict[str, str]] = {
     "cancel": {"en": "Cancel", "zh": "取消"},
     "loading_model": {"en": "Loading {name}", "zh": "正在加载 {name}"},
     "model_failed": {"en": "Could not load {name}: {error}", "zh": "无法加载 {name}：{error}"},
+    "seq2seq_elsewhere": {"en": "{name} is a translation (encoder-decoder) model: open it on the Translate page.",
+                          "zh": "{name} 是翻译（编码器-解码器）模型：请在“翻译”页面中打开。"},
     "retry": {"en": "Try loading it again", "zh": "重新尝试加载"},
     "offline_note": {
         "en": "{name} is loaded from its package-index copy: real pretrained weights, no model hub needed.",

@@ -188,7 +188,9 @@ def views(trace, name: str) -> None:
     n_layers, n_heads = attentions.shape[:2]
     text = dataclasses.replace(plot_text(), open_head=t("translate_pick_below"))
     figure = models.cached_figure(
-        ("translate", name, trace.texts, trace.target_text, trace.generated, kind, text),
+        # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
+        ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
+         trace.generated, kind, text),
         lambda: plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text),
     )
     st.plotly_chart(figure, key="translate_mosaic", width="stretch", config={"displaylogo": False})
