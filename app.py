@@ -9,7 +9,7 @@ from attnviz.ui.explore import render as explore
 st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
 st.navigation([
     st.Page(guarded(explore), title=t("page_explore"), icon="🔍", url_path="explore", default=True),
-    st.Page("pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),
-    st.Page("pages/2_Learn.py", title=t("page_learn"), icon="📖"),
-    st.Page("pages/3_Translate.py", title=t("page_translate"), icon="🌐"),
+    st.Page("app_pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),
+    st.Page("app_pages/2_Learn.py", title=t("page_learn"), icon="📖"),
+    st.Page("app_pages/3_Translate.py", title=t("page_translate"), icon="🌐"),
 ]).run()

@@ -15,7 +15,7 @@ from tests.conftest import MINILM, SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-PAGES = sorted(str(p) for p in (ROOT / "pages").glob("*.py"))
+PAGES = sorted(str(p) for p in (ROOT / "app_pages").glob("*.py"))
 TIMEOUT = 180  # the first run loads a real model
 
 
@@ -162,7 +162,7 @@ def test_link_restores_the_view_and_bad_links_are_ignored():
 def test_language_and_model_survive_a_page_switch():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     at.radio(key="lang").set_value("zh").run()
-    at.switch_page("pages/1_Head_Finder.py").run()
+    at.switch_page("app_pages/1_Head_Finder.py").run()
     assert_clean(at)
     assert at.radio(key="lang").value == "zh" and at.title[0].value == "注意力头查找器"
     assert at.selectbox(key="model_preset").value == MINILM
@@ -220,7 +220,7 @@ def test_parity_badge_reports_the_difference(app):
 
 
 def test_learn_page_runs_the_real_module_for_each_variant():
-    at = AppTest.from_file(str(ROOT / "pages" / "2_Learn.py"), default_timeout=TIMEOUT).run()
+    at = AppTest.from_file(str(ROOT / "app_pages" / "2_Learn.py"), default_timeout=TIMEOUT).run()
     assert_clean(at)
     table = at.dataframe[0].value
     assert table["variant"][0] == "MHA" and table["attn"][0] == "(2, 8, 10, 10)"

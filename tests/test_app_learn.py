@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import MINILM, SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]
-LEARN = str(ROOT / "pages" / "2_Learn.py")
+LEARN = str(ROOT / "app_pages" / "2_Learn.py")
 TIMEOUT = 300  # the first run loads a real model
 
 

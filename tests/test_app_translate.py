@@ -1,4 +1,4 @@
-"""AppTest of the Translate page (pages/3_Translate.py, attnviz/ui/translate.py) on the offline, untrained
+"""AppTest of the Translate page (app_pages/3_Translate.py, attnviz/ui/translate.py) on the offline, untrained
 Marian-sized model: the three attention kinds, T != S in the head view, the word alignment, the controls'
 URL state and its validation, failures that fall back, and the page in Chinese."""
 
@@ -14,7 +14,7 @@ from tests.test_app import chart, z_array
 from tests.test_i18n import data_words, untranslated
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "pages" / "3_Translate.py")
+PAGE = str(ROOT / "app_pages" / "3_Translate.py")
 TIMEOUT = 300  # the first run builds the 45M-parameter model and its tokenizer
 TARGET = "抽屉里的钥匙不见了。"
 

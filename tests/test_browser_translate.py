@@ -33,6 +33,10 @@ def page():
 
 def test_translation_view_with_a_target_text(page):
     assert page.get_by_text("untrained", exact=False).count() > 0
+    # The first visit of this fresh server was a link to /Translate: the page still runs inside app.py's
+    # navigation (a folder named pages/ made Streamlit run the page file alone, under a legacy sidebar).
+    nav = page.locator("[data-testid=stSidebarNav]").inner_text().split("\n")
+    assert "Explore" in nav and "app" not in nav
     target = page.get_by_label("Target text", exact=True)
     target.fill(TARGET)
     target.press("Enter")

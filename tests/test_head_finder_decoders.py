@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "pages" / "1_Head_Finder.py")
+PAGE = str(ROOT / "app_pages" / "1_Head_Finder.py")
 
 
 def chart_specs(at: AppTest) -> dict[str, dict]:

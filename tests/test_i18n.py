@@ -35,8 +35,8 @@ from tests.conftest import MINILM, SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-FINDER = str(ROOT / "pages" / "1_Head_Finder.py")
-LEARN = str(ROOT / "pages" / "2_Learn.py")
+FINDER = str(ROOT / "app_pages" / "1_Head_Finder.py")
+LEARN = str(ROOT / "app_pages" / "2_Learn.py")
 TIMEOUT = 180
 
 # Names that stay as they are in every language: model ids, products, formats, paper titles, symbols.
