@@ -24,15 +24,15 @@ CORPUS = [
 ] * 20
 
 
-def bpe_tokenizer(bos: bool) -> Tokenizer:
+def bpe_tokenizer(bos: bool, corpus=CORPUS, vocab_size: int = 300) -> Tokenizer:
     """Byte-level BPE as GPT-2's (offsets trimmed as GPT-2's post-processor does), optionally with a
     BOS token added in front of every text as Llama's tokenizers do."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>"],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "<pad>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(CORPUS, trainer)
+    tokenizer.train_from_iterator(corpus, trainer)
     steps = [processors.ByteLevel(trim_offsets=True)]
     if bos:
         steps.append(processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)]))

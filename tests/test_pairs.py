@@ -21,6 +21,7 @@ from attnviz.analysis.pair_items import MinimalPair, parse_pairs, read_pairs
 from attnviz.analysis.pairs import align_texts, align_words, attention_difference, slot_attention, trace_difference
 from attnviz.loaded import LoadedModel, ModelInfo
 from attnviz.loading import build_module
+from tests import test_effects as effects_tests
 from tests.conftest import require_data
 
 BLIMP_FILES = ("distractor_agreement_relational_noun.jsonl", "distractor_agreement_relative_clause.jsonl",
@@ -143,17 +144,7 @@ CORPUS = [
 
 
 def bpe_tokenizer(bos: bool) -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=360, special_tokens=["<s>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    steps = [processors.ByteLevel(trim_offsets=True)]
-    if bos:
-        steps.append(processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)]))
-    tokenizer.post_processor = processors.Sequence(steps)
-    return tokenizer
+    return effects_tests.bpe_tokenizer(bos, CORPUS, vocab_size=360)
 
 
 def tiny_decoder(family: str):

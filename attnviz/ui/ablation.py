@@ -77,23 +77,29 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         off = switched_off(heads, layers, info.n_heads)
         if off:
             st.caption(t("ablation_n_off", n=len(off), total=info.n_layers * info.n_heads))
-            try:
-                # Two or four forward passes of up to 512 tokens: the process's heavy-work slot, like the scan.
-                with models.heavy_slot(session_id()):
-                    effect = models.ablation_effect(model, source, text, off, continuation)
-            except models.Busy:
-                st.warning(t("busy"))
-                return
-            except models.OverBudget as error:
-                st.error(_over_budget(error))
-                return
-            except ValueError as error:
-                st.warning(t("ablation_failed", error=md(public_message(error, source))))
+            # Two or four forward passes of up to 512 tokens: the process's heavy-work slot, like the scan.
+            effect = run_heavy(source, lambda: models.ablation_effect(model, source, text, off, continuation))
+            if effect is None:
                 return
             show_effect(model, effect)
         else:
             st.info(t("ablation_choose"))
         importance_scan(model, source, text, continuation)
+
+
+def run_heavy(source: str, compute):
+    """compute() in the process's heavy-work slot; None, after saying why, when this visitor already has
+    a heavy action running, the memory budget refuses it, or the input is refused."""
+    try:
+        with models.heavy_slot(session_id()):
+            return compute()
+    except models.Busy:
+        st.warning(t("busy"))
+    except models.OverBudget as error:
+        st.error(_over_budget(error))
+    except ValueError as error:
+        st.warning(t("ablation_failed", error=md(public_message(error, source))))
+    return None
 
 
 def _has_mask(text: str) -> bool:
@@ -154,21 +160,14 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
         cancel.button(t("cancel"), key="ablation_scan_cancel")  # pressing it reruns, which stops the scan
         bar = st.progress(0.0, text=t("waiting_slot"))
         try:
-            with models.heavy_slot(session_id()):
-                scores = models.scan_heads(model, source, text, quantity, cont, progress=lambda done, total: (
-                    bar.progress(done / total, text=t("ablation_scan_progress", done=done, total=total))))
-        except models.Busy:
-            st.warning(t("busy"))
-            return
-        except models.OverBudget as error:
-            st.error(_over_budget(error))
-            return
-        except ValueError as error:
-            st.warning(t("ablation_failed", error=md(public_message(error, source))))
-            return
+            scores = run_heavy(source, lambda: models.scan_heads(
+                model, source, text, quantity, cont, progress=lambda done, total: bar.progress(
+                    done / total, text=t("ablation_scan_progress", done=done, total=total))))
         finally:
             bar.empty()
             cancel.empty()
+        if scores is None:
+            return
     st.caption(t(f"ablation_scan_caption_{quantity}", token=md(_scan_target(model, source, text, quantity))))
     grid = np.asarray(scores, dtype=np.float64)
     top = float(np.nanmax(grid)) if grid.size else 0.0
