@@ -222,8 +222,10 @@ def test_parity_badge_reports_the_difference(app):
 def test_learn_page_runs_the_real_module_for_each_variant():
     at = AppTest.from_file(str(ROOT / "app_pages" / "2_Learn.py"), default_timeout=TIMEOUT).run()
     assert_clean(at)
-    table = at.dataframe[0].value
-    assert table["variant"][0] == "MHA" and table["attn"][0] == "(2, 8, 10, 10)"
+    table = at.dataframe[0].value  # GQA by default: 8 query heads on 2 KV heads
+    assert table["variant"][0] == "GQA" and table["attn"][0] == "(2, 8, 10, 10)"
+    at.select_slider(key="learn_kv_heads").set_value(8).run()
+    assert at.dataframe[0].value["variant"][0] == "MHA"
     at.select_slider(key="learn_kv_heads").set_value(2).run()
     table = at.dataframe[0].value
     assert table["variant"][0] == "GQA" and table["query head -> KV head"][0].startswith("0→0 1→0 2→0 3→0 4→1")

@@ -78,7 +78,7 @@ def test_bad_link_values_are_ignored():
     at = open_learn(d_model="100", heads="8", kv_heads="3", tokens="9999", groups="5")
     assert_clean(at)
     assert at.select_slider(key="learn_d_model").value == 512
-    assert at.select_slider(key="learn_kv_heads").value == 8  # 3 does not divide 8: the default
+    assert at.select_slider(key="learn_kv_heads").value == 2  # 3 does not divide 8: the default (GQA, 8 / 4)
     assert at.select_slider(key="learn_tokens").value == 128
     assert at.select_slider(key="learn_groups").value in (12, 6, 4, 3, 2, 1)
     assert at.select_slider(key="learn_groups").value != 5

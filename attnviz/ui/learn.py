@@ -91,7 +91,10 @@ def variants() -> tuple[int, int, int]:
     d_model = cols[0].select_slider("d_model", LEARN_D_MODELS, key="learn_d_model")
     n_heads = cols[1].select_slider("n_heads", LEARN_HEADS, key="learn_heads")
     divisors = [k for k in range(1, n_heads + 1) if n_heads % k == 0]
-    seed_choice("learn_kv_heads", "kv_heads", divisors, divisors[-1])
+    # GQA by default (a quarter of the query heads, as Llama 2 70B's 64 / 8 is near): with MHA's K = H the
+    # side-by-side table's GQA row would repeat MHA's until the visitor moved the slider.
+    grouped = [k for k in divisors if 1 < k < n_heads and 4 * k >= n_heads]
+    seed_choice("learn_kv_heads", "kv_heads", divisors, grouped[0] if grouped else divisors[-1])
     n_kv_heads = cols[2].select_slider("n_kv_heads", divisors, key="learn_kv_heads")
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
     layer = MultiHeadAttention(d_model, n_heads, n_kv_heads)
