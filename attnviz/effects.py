@@ -115,6 +115,15 @@ def mask_fill_top_k(model: LoadedModel, text_with_mask: str, head_mask=None, k: 
     return _top(model, logprobs, k)
 
 
+def masked_token_logprob(model: LoadedModel, ids: list[int], position: int, head_mask=None) -> float:
+    """log P(ids[position]) with that token replaced by the mask token: one term of a pseudo-log-likelihood
+    (encoders with a masked-LM head; the minimal pairs' masked score)."""
+    masked = list(ids)
+    masked[position] = model.tokenizer.token_to_id(_mask_token(model))
+    logprobs = _mask_logprobs(model, masked, position, _head_mask(model, head_mask))[0]  # V
+    return float(logprobs[ids[position]])
+
+
 def mask_ids(model: LoadedModel, text_with_mask: str) -> tuple[list[int], int]:
     """The token ids of a text holding exactly one mask token, and the mask's position."""
     if not has_mlm_head(model):

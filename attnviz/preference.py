@@ -197,8 +197,6 @@ def masked_word_logprob(model, sentence: str, span: tuple[int, int], head_mask=N
     """Pseudo-log-likelihood of the tokens overlapping `span`: each masked in turn (see the module)."""
     if not effects.has_mlm_head(model):
         raise ValueError(NOT_AVAILABLE)
-    # effects has no public "log P(this id at a mask)" yet: its mask helpers are used as they are.
-    mask_id = model.tokenizer.token_to_id(effects._mask_token(model))
     enc = model.encode(sentence)
     if enc.overflowing:
         raise ValueError(f"the text is longer than this model's limit of {model.info.max_tokens} tokens")
@@ -210,13 +208,9 @@ def masked_word_logprob(model, sentence: str, span: tuple[int, int], head_mask=N
     if len(positions) > MAX_MASKED_TOKENS:  # one forward pass per token: bounded, since a visitor sets it
         raise ValueError(f"the differing part has {len(positions)} tokens; masked scores take at most "
                          f"{MAX_MASKED_TOKENS} (one forward pass each): make the two sentences differ in one word")
-    mask = effects._head_mask(model, head_mask)
     total, per_token = 0.0, []
     for position in positions:
-        masked = list(enc.ids)
-        masked[position] = mask_id
-        logprobs = effects._mask_logprobs(model, masked, position, mask)[0]  # V
-        value = float(logprobs[enc.ids[position]])
+        value = effects.masked_token_logprob(model, enc.ids, position, head_mask)
         total += value
         per_token.append((model.tokenizer.decode([enc.ids[position]], skip_special_tokens=False), value))
     return total, per_token

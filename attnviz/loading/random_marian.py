@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from attnviz.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
+from attnviz.loading.random_model import untrained
 from attnviz.loading.spm import MarianSentencePiece
 from attnviz.seq2seq import EncoderDecoder, Seq2SeqConfig
 
@@ -85,11 +86,6 @@ def random_marian(seed: int = 0, max_tokens: int = 512, config: Seq2SeqConfig | 
         eos_token_id=tokenizer.eos_id, bad_token_ids=(pad,),
     )
     torch.manual_seed(seed)
-    module = EncoderDecoder(config)
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.dim() > 1:  # wider than Marian's init_std 0.02, so untrained heads differ visibly
-                p.normal_(0.0, 0.05)
-    module.eval()
+    module = untrained(EncoderDecoder(config))
     info = seq2seq_info(module, RANDOM_MARIAN_NAME, "(random)", "marian", max_tokens)
     return LoadedSeq2Seq(module, tokenizer, info, untrained=True)

@@ -41,14 +41,19 @@ def random_config(n_layers: int = 12, n_heads: int = 12, d_model: int = 768) -> 
     )
 
 
+def untrained(module: torch.nn.Module) -> torch.nn.Module:
+    """`module` in eval mode with its matrices drawn from N(0, 0.05): wider than BERT's and Marian's std
+    0.02, so untrained heads differ visibly."""
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.05)
+    return module.eval()
+
+
 def random_model(config: ModelConfig | None = None, seed: int = 0, max_tokens: int = 512) -> LoadedModel:
     config = config or random_config()
     torch.manual_seed(seed)
-    module = Transformer(config)
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.dim() > 1:  # wider than BERT's std 0.02, so untrained heads differ visibly
-                p.normal_(0.0, 0.05)
-    module.eval()
+    module = untrained(Transformer(config))
     info = ModelInfo.describe(module, RANDOM_MODEL_NAME, "(random)", "bert", min(max_tokens, config.max_positions))
     return LoadedModel(module, byte_tokenizer(), info, {"pad_token": "[PAD]"})
