@@ -295,15 +295,14 @@ def view_of(name: str, text: str, text_pair: str | None, level: str, hide_specia
     trace = run_text(name, text, text_pair)
     if level == "token" and not hide_special:
         return attention_view(trace, level, False)  # the trace's own array, no copy
-    key = (name, text, text_pair, level, hide_special)
-    views = shared()["views"]
-    view = views.get(key)
-    if view is None:
+
+    def make():
         with reserve(trace.attentions.nbytes):
             view = attention_view(trace, level, hide_special)
         view.attentions.setflags(write=False)
-        views.put(key, view, view.attentions.nbytes)
-    return view
+        return view
+
+    return shared_value((name, text, text_pair, level, hide_special), make, lambda view: view.attentions.nbytes)
 
 
 def full_trace(model, text: str, text_pair: str | None):
@@ -348,15 +347,21 @@ def detect(model, name: str, progress=None):
     return scores
 
 
+def shared_value(key: tuple, compute, nbytes):
+    """The value the views store holds under `key`: computed by `compute()` the first time, then shared by
+    every session as it is (arrays read-only), with `nbytes(value)` counted against the store."""
+    views = shared()["views"]
+    value = views.get(key)
+    if value is None:
+        value = compute()
+        views.put(key, value, nbytes(value))
+    return value
+
+
 def cached_figure(key: tuple, build):
     """A figure built once per key (the mosaic: pooling 70 M weights of a 512-token SmolLM2 trace is
     the costly part of a rerun), shared read-only like the views."""
-    views = shared()["views"]
-    figure = views.get(("figure", *key))
-    if figure is None:
-        figure = build()
-        views.put(("figure", *key), figure, _figure_bytes(figure))
-    return figure
+    return shared_value(("figure", *key), build, _figure_bytes)
 
 
 def _figure_bytes(figure) -> int:
@@ -370,16 +375,13 @@ def _figure_bytes(figure) -> int:
 def ablation_effect(model, name: str, text: str, off: tuple[tuple[int, int], ...], continuation: str | None):
     """The prediction before and after switching the heads `off` ((layer, head) pairs) off, shared by
     every session (two forward passes of one text, within the budget)."""
-    key = ("ablation", name, text, off, continuation)
-    views = shared()["views"]
-    effect = views.get(key)
-    if effect is None:
+    def compute():
         n_tokens = len(model.encode(text + (continuation or "")).ids)
         scored = n_tokens - len(model.encode(text).ids) + 1 if continuation else 1  # positions read out
         with reserve(2 * effects.scan_bytes(model, n_tokens, 1, scored), keep_model=name):
-            effect = effects.ablation_effect(model, text, effects.head_mask_of(model, off), continuation)
-        views.put(key, effect, 1024)
-    return effect
+            return effects.ablation_effect(model, text, effects.head_mask_of(model, off), continuation)
+
+    return shared_value(("ablation", name, text, off, continuation), compute, lambda effect: 1024)
 
 
 def scan_scores(name: str, text: str, quantity: str, continuation: str | None):
@@ -405,17 +407,15 @@ def scan_heads(model, name: str, text: str, quantity: str, continuation: str | N
 
 def value_norms(name: str, text: str, text_pair: str | None) -> np.ndarray:
     """||f_h(x_j)|| [L, H, S] float32 of a text (Recorder "value_norms"; model.run records none of it)."""
-    key = ("value_norms", name, text, text_pair)
-    views = shared()["views"]
-    norms = views.get(key)
-    if norms is None:
+    def compute():
         model = model_for(name)
         with reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
             norms = model.record(text, text_pair, names=("value_norms",))["value_norms"]
             _trim_heap()
         norms.setflags(write=False)
-        views.put(key, norms, norms.nbytes)
-    return norms
+        return norms
+
+    return shared_value(("value_norms", name, text, text_pair), compute, lambda norms: norms.nbytes)
 
 
 def lens_attentions(name: str, text: str, text_pair: str | None, lens: str, normalise: bool = True):
@@ -490,14 +490,13 @@ def lens_peak(name: str, text: str, text_pair: str | None, level: str, hide_spec
 
 def query_keys(name: str, text: str, text_pair: str | None, layer: int) -> dict:
     """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only."""
-    key = ("query_keys", name, text, text_pair, layer)
-    views = shared()["views"]
-    held = views.get(key)
-    if held is None:
+    def compute():
         model = model_for(name)
         with reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
             held = model.record(text, text_pair, names=("queries", "keys"), layer=layer)
         for array in held.values():
             array.setflags(write=False)
-        views.put(key, held, sum(array.nbytes for array in held.values()))
-    return held
+        return held
+
+    return shared_value(("query_keys", name, text, text_pair, layer), compute,
+                        lambda held: sum(array.nbytes for array in held.values()))

@@ -94,16 +94,14 @@ def comparison(model, source: str, text: str, second: str) -> None:
 def difference_of(source: str, text: str, second: str):
     """The pair's PairDifference, computed once and shared like the views (both traces are the page's
     shared, budgeted traces)."""
-    store = models.shared()["views"]
-    key = ("minimal_pair", source, text, second)
-    diff = store.get(key)
-    if diff is None:
+    def compute():
         trace_a, trace_b = models.run_text(source, text, None), models.run_text(source, second, None)
         need = 3 * 8 * trace_a.n_layers * trace_a.n_heads * (len(trace_a.words) + len(trace_b.words)) ** 2
         with models.reserve(need):
-            diff = trace_difference(trace_a, trace_b)
-        store.put(key, diff, diff.a.nbytes + diff.b.nbytes + diff.difference.nbytes)
-    return diff
+            return trace_difference(trace_a, trace_b)
+
+    return models.shared_value(("minimal_pair", source, text, second), compute,
+                               lambda diff: diff.a.nbytes + diff.b.nbytes + diff.difference.nbytes)
 
 
 def _pair(text: str, second: str):
@@ -118,14 +116,13 @@ def preference_section(model, source: str, text: str, second: str) -> None:
     st.markdown(f"**{t('minpair_preference')}**")
     try:
         pair = _pair(text, second)
-        store = models.shared()["views"]
-        key = ("minimal_pair_preference", source, text, second)
-        result = store.get(key)
-        if result is None:
+
+        def compute():
             n_tokens = max(len(model.encode(s).ids) for s in (text, second))
             with models.reserve(effects.scan_bytes(model, n_tokens, 1)):
-                result = pair_preference(model, pair)
-            store.put(key, result, 1024)
+                return pair_preference(model, pair)
+
+        result = models.shared_value(("minimal_pair_preference", source, text, second), compute, lambda r: 1024)
     except models.OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return
