@@ -6,7 +6,7 @@ is measured again: accuracy (share of pairs with log P(good word | prefix) > log
 and the mean margin (good - bad, nats), which is smoother: accuracy moves only when a pair flips.
 Reported: both drops per head (unablated minus ablated; positive = the head helps) and the top heads
 by each. One forward pass per pair holds both sentences times `--heads-per-pass` ablations as batch
-rows, one [L, B, H] head mask row each (attnviz.preference.continuation_batch).
+rows, one [L, B, H] head mask row each (attnviz.interventions.preference.continuation_batch).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/blimp_ablation.py [--model HuggingFaceTB/SmolLM2-135M-Instruct]
         [--file ../shared/data/blimp/distractor_agreement_relational_noun.jsonl] [--pairs 100] [--top 10]
@@ -26,9 +26,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attnviz  # noqa: E402
-from attnviz import effects  # noqa: E402
 from attnviz.analysis.pair_items import read_pairs  # noqa: E402
-from attnviz.preference import continuation_batch, decoder_requests, default_data_dir  # noqa: E402
+from attnviz.interventions import effects  # noqa: E402
+from attnviz.interventions.preference import continuation_batch, decoder_requests, default_data_dir  # noqa: E402
 
 DEFAULT_FILE = "distractor_agreement_relational_noun.jsonl"
 

@@ -31,9 +31,9 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import attnviz  # noqa: E402
-from attnviz.bench import text_of_length  # noqa: E402
 from attnviz.loading import build_module, hf, pick_device  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
+from attnviz.reference.bench import text_of_length  # noqa: E402
 from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
@@ -138,7 +138,7 @@ def parity(name, ours, reference, inputs, device, results, bf16_last_only=False)
 
 
 def bench(model, reference, device, lengths, repeats, warmup):
-    """attnviz.bench.bench on a device: HF's reference moved there too, inputs moved, attentions copied
+    """attnviz.reference.bench.bench on a device: HF's reference moved there too, inputs moved, attentions copied
     back to numpy on both sides, and cuda synchronized around each timer (kernels run asynchronously)."""
     tokenizer = hf.reference_tokenizer(model.info.path)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)

@@ -291,7 +291,7 @@ def causal_forward_case():
 def test_direction_impossible_for_a_causal_model():
     """source -> target never looks back here: no grid, no best head, no baselines; the other
     direction is scored over all items."""
-    from attnviz.probe import format_table
+    from attnviz.cli.probe import format_table
 
     trace, items = causal_forward_case()
     score = score_items([trace] * 3, items)["sv"]

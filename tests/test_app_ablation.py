@@ -1,5 +1,5 @@
 """AppTest of the Explore page's "Switch heads off" expander (attnviz/ui/ablation.py): the controls, the
-numbers they show against attnviz.effects run directly, the importance scan, URL state and Chinese.
+numbers they show against attnviz.interventions.effects run directly, the importance scan, URL state and Chinese.
 
 Three kinds of model: MiniLM (sentence embedding, no head), SmolLM2 (decoder) and a tiny BertForMaskedLM
 saved to a folder the app may load (ATTNVIZ_MODEL_DIRS), for mask filling.
@@ -13,7 +13,7 @@ import transformers as tf
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-from attnviz import effects
+from attnviz.interventions import effects
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
 from tests.test_effects import encoder_tokenizer, tiny_mlm

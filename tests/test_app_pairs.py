@@ -1,6 +1,6 @@
 """AppTest of the Explore page's minimal pairs (ui/pairs.py): the Second sentence input and the built-in
 pair pick, the per-head difference grid and one head's difference against a direct computation, the
-preference against attnviz.preference, the URL state and the Chinese strings."""
+preference against attnviz.interventions.preference, the URL state and the Chinese strings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.pairs import trace_difference
-from attnviz.preference import builtin_pairs, pair_preference
+from attnviz.interventions.preference import builtin_pairs, pair_preference
 from attnviz.ui.common import MAX_PAIR_TEXT
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
-from attnviz.masks import causal_mask
+from attnviz.transformer.attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
+from attnviz.transformer.masks import causal_mask
 
 torch.manual_seed(0)
 

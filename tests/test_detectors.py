@@ -17,10 +17,10 @@ from attnviz.analysis.detectors import (
     top_heads,
     vocabulary,
 )
-from attnviz.config import ModelConfig
-from attnviz.loaded import LoadedModel, ModelInfo
+from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.random_model import byte_tokenizer
-from attnviz.model import Transformer
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.model import Transformer
 from tests.conftest import MINILM
 
 

@@ -1,4 +1,4 @@
-"""attnviz.effects against independent references: HF eager logits of tiny random GPT-2 and Llama models
+"""attnviz.interventions.effects against independent references: HF eager logits of tiny random GPT-2 and Llama models
 (and BertForMaskedLM), a hand-patched forward pass, and the chain rule.
 
 The tokenizer is a small byte-level BPE trained here on a few sentences (real merges such as " the",
@@ -13,8 +13,8 @@ import torch
 import transformers as tf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from attnviz import effects
-from attnviz.loaded import LoadedModel, ModelInfo
+from attnviz.interventions import effects
+from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
 
 CORPUS = [

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import transformers as tf
 
-from attnviz import export
+from attnviz.analysis import export
 
 
 def test_exports_round_trip(minilm):

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.interventions.preference import builtin_pairs
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
-from attnviz.preference import builtin_pairs
-from attnviz.probe import builtin_items
+from attnviz.probesets import builtin_items
 from attnviz.ui.explore import EXAMPLES
 from attnviz.ui.models import PRESETS
 from attnviz.ui.strings import LANGUAGES

@@ -11,12 +11,12 @@ import pytest
 import torch
 import transformers as tf
 
-from attnviz.attention import MultiHeadAttention
-from attnviz.decoding import greedy_decode
-from attnviz.kv_cache import KVCache, LayerCache
+from attnviz.interventions.decoding import greedy_decode
 from attnviz.loading import build_module
-from attnviz.masks import causal_mask
-from attnviz.record import Recorder
+from attnviz.transformer.attention import MultiHeadAttention
+from attnviz.transformer.kv_cache import KVCache, LayerCache
+from attnviz.transformer.masks import causal_mask
+from attnviz.transformer.record import Recorder
 from tests.test_parity_tiny import DECODERS, VOCAB, hf_model, llama_like
 
 TOL = 1e-5

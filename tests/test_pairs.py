@@ -1,6 +1,6 @@
 """Minimal pairs: word alignment and the per-head attention difference (attnviz.analysis.pairs) against
 hand computation; the BLiMP-style reader (attnviz.analysis.pair_items) on the real files and on hostile
-lines; the built-in pairs; the preference (attnviz.preference) against log-probabilities computed from
+lines; the built-in pairs; the preference (attnviz.interventions.preference) against log-probabilities computed from
 Hugging Face's logits of tiny random GPT-2 and Llama models; the `blimp` command."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import transformers as tf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 import attnviz
-from attnviz import effects, preference
 from attnviz.__main__ import main
 from attnviz.analysis import pair_items
 from attnviz.analysis.pair_items import MinimalPair, parse_pairs, read_pairs
 from attnviz.analysis.pairs import align_texts, align_words, attention_difference, slot_attention, trace_difference
-from attnviz.loaded import LoadedModel, ModelInfo
+from attnviz.interventions import effects, preference
+from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
 from tests import test_effects as effects_tests
 from tests.conftest import require_data

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnviz.loading import hf
-from attnviz.parity import check_parity
+from attnviz.reference.parity import check_parity
 
 SENTENCES = [
     "The keys to the cabinet are on the table.",

@@ -18,8 +18,8 @@ from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
 from attnviz.loading.sources import SourceRefused, allowed_model_dirs, app_source, is_hub_id
-from attnviz.memory import ByteStore, memory_budget
 from attnviz.ui.escape import md
+from attnviz.workbench.memory import ByteStore, memory_budget
 from tests.conftest import MINILM, ROOT, require_offline
 
 APP = str(ROOT / "app.py")

@@ -10,7 +10,7 @@ import torch
 
 from attnviz.analysis.query_key import query_key
 from attnviz.loading import build_module
-from attnviz.record import Recorder
+from attnviz.transformer.record import Recorder
 from tests.test_parity_tiny import DECODERS, ENCODERS, hf_model
 
 

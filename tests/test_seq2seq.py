@@ -1,4 +1,4 @@
-"""The encoder-decoder (attnviz.seq2seq) against Hugging Face's eager MarianMTModel on tiny random configs,
+"""The encoder-decoder (attnviz.transformer.seq2seq) against Hugging Face's eager MarianMTModel on tiny random configs,
 fed ids: the three attention kinds, logits, greedy decoding, and the KV cache against a full forward."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnviz.loading import build_module
-from attnviz.seq2seq import EncoderDecoder, Seq2SeqCache, Seq2SeqConfig, sinusoidal_positions
+from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqCache, Seq2SeqConfig, sinusoidal_positions
 
 PAD, EOS = 58, 0
 

@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnviz.gqa_conversion import conversion_distances, group_choices, mean_pool_kv, pool_heads
+from attnviz.interventions.gqa_conversion import conversion_distances, group_choices, mean_pool_kv, pool_heads
+from attnviz.interventions.variants import (
+    NAMED_MODELS,
+    UNPUBLISHED,
+    build_stacks,
+    compare,
+    format_table,
+    kv_heads_of,
+    peak_bytes,
+)
 from attnviz.loading import build_module
-from attnviz.variants import NAMED_MODELS, UNPUBLISHED, build_stacks, compare, format_table, kv_heads_of, peak_bytes
 from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, hf_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +57,8 @@ def test_compare_in_bfloat16_halves_the_bytes():
 
 def test_stacks_decode_like_a_full_causal_pass():
     """The measured stacks are real attention: token-by-token decoding equals one causal pass."""
-    from attnviz.kv_cache import KVCache
-    from attnviz.variants import decode
+    from attnviz.interventions.variants import decode
+    from attnviz.transformer.kv_cache import KVCache
 
     stacks = build_stacks(32, 4, 2, 2)
     x = torch.randn(1, 9, 32)
@@ -65,7 +73,7 @@ def test_stacks_decode_like_a_full_causal_pass():
 
 
 def test_prefill_fills_every_layer_to_the_length():
-    from attnviz.variants import prefill
+    from attnviz.interventions.variants import prefill
 
     stacks = build_stacks(32, 4, 2, 3)
     with torch.no_grad():

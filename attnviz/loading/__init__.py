@@ -6,12 +6,12 @@ import logging
 
 import torch
 
-from attnviz.loaded import LoadedModel, ModelInfo
+from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.registry import CONVERTERS, converter_for
 from attnviz.loading.size import ModelTooLarge, load_bytes
 from attnviz.loading.sources import is_local_path, resolve_source
-from attnviz.model import Transformer
-from attnviz.seq2seq import EncoderDecoder
+from attnviz.transformer.model import Transformer
+from attnviz.transformer.seq2seq import EncoderDecoder
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     device = pick_device(device)
     module = module.to(device=device, dtype=torch_dtype).eval()
     if isinstance(module, EncoderDecoder):  # a translation model (Marian): its own run() and trace
-        from attnviz.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
+        from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
 
         limit = min([max_tokens] + [checkpoint.max_length] * (checkpoint.max_length is not None))
         info = seq2seq_info(module, source, checkpoint.path, checkpoint.config["model_type"], limit)

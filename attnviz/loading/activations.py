@@ -1,4 +1,4 @@
-"""HF activation names -> ours (attnviz.layers.ACTIVATIONS), shared by the converters."""
+"""HF activation names -> ours (attnviz.transformer.layers.ACTIVATIONS), shared by the converters."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from attnviz.config import ModelConfig
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
+from attnviz.transformer.config import ModelConfig
 
 
 def bert_config(hf: dict) -> ModelConfig:

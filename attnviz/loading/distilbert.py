@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from attnviz.config import ModelConfig
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
+from attnviz.transformer.config import ModelConfig
 
 
 def distilbert_config(hf: dict) -> ModelConfig:

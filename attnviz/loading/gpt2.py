@@ -6,9 +6,9 @@ fused c_attn is concat(q, k, v) along its output dimension.
 
 from __future__ import annotations
 
-from attnviz.config import ModelConfig
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
+from attnviz.transformer.config import ModelConfig
 
 
 def gpt2_config(hf: dict) -> ModelConfig:

@@ -3,8 +3,8 @@ MLP, rotary positions and grouped-query attention."""
 
 from __future__ import annotations
 
-from attnviz.config import ModelConfig
 from attnviz.loading.ledger import WeightLedger
+from attnviz.transformer.config import ModelConfig
 
 
 def llama_config(hf: dict) -> ModelConfig:

@@ -1,4 +1,4 @@
-"""Marian (Helsinki-NLP opus-mt) checkpoints -> our encoder-decoder (attnviz.seq2seq), MarianMTModel's
+"""Marian (Helsinki-NLP opus-mt) checkpoints -> our encoder-decoder (attnviz.transformer.seq2seq), MarianMTModel's
 key layout. The sinusoidal position tables some checkpoints carry are fixed functions of the shape and
 are recomputed (HF recomputes them too: `_keys_to_ignore_on_load_missing`)."""
 
@@ -8,7 +8,7 @@ import torch
 
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger
-from attnviz.seq2seq import Seq2SeqConfig
+from attnviz.transformer.seq2seq import Seq2SeqConfig
 
 
 def marian_config(hf: dict) -> Seq2SeqConfig:

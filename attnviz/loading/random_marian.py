@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from attnviz.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
+from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
 from attnviz.loading.random_model import untrained
 from attnviz.loading.spm import MarianSentencePiece
-from attnviz.seq2seq import EncoderDecoder, Seq2SeqConfig
+from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqConfig
 
 log = logging.getLogger(__name__)
 

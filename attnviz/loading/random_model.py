@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
-from attnviz.config import ModelConfig
-from attnviz.loaded import LoadedModel, ModelInfo
-from attnviz.model import Transformer
+from attnviz.loaded.model import LoadedModel, ModelInfo
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.model import Transformer
 
 SPECIALS = ["[CLS]", "[SEP]", "[PAD]"]
 RANDOM_MODEL_NAME = "random BERT-base-sized model (untrained)"

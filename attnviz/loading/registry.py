@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from attnviz.config import ModelConfig
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
-from attnviz.model import Transformer
-from attnviz.seq2seq import EncoderDecoder
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.model import Transformer
+from attnviz.transformer.seq2seq import EncoderDecoder
 
 
 class Converter(NamedTuple):

@@ -18,3 +18,12 @@ def builtin_path(lang: str) -> pathlib.Path:
     if lang not in LANGUAGES:
         raise ValueError(f"no built-in probe set for language {lang!r}; choose one of {', '.join(LANGUAGES)}")
     return PROBESET_DIR / f"{lang}.jsonl"
+
+
+def builtin_items(spec: str) -> list:
+    """The items of `builtin` (en + zh), `builtin:en` or `builtin:zh`."""
+    from attnviz.analysis.items import read_probes  # the readers import nothing from here; keep it that way
+
+    _, _, lang = spec.partition(":")
+    langs = [lang] if lang else list(LANGUAGES)
+    return [item for code in langs for item in read_probes(builtin_path(code))]

@@ -1,13 +1,14 @@
 """The Explore page's head ablation: switch heads (or whole layers) off and watch the prediction change,
-and the importance scan, every head switched off alone (attnviz.effects does the computing)."""
+and the importance scan, every head switched off alone (attnviz.interventions.effects does the computing)."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from attnviz import effects, plots
+from attnviz import plots
 from attnviz.analysis.views import visible_token
+from attnviz.interventions import effects
 from attnviz.ui import models
 from attnviz.ui.common import (
     MAX_CONTINUATION,

@@ -12,7 +12,7 @@ import pandas  # noqa: F401
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from attnviz.loaded import LoadedModel
+from attnviz.loaded.model import LoadedModel
 from attnviz.loading import ModelTooLarge
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.loading.sources import SourceRefused

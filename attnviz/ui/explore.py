@@ -7,8 +7,8 @@ import html
 import numpy as np
 import streamlit as st
 
-from attnviz import export, plots
-from attnviz.analysis import pair_filter, profile_head
+from attnviz import plots
+from attnviz.analysis import export, pair_filter, profile_head
 from attnviz.analysis.views import token_labels, visible_token
 from attnviz.ui import ablation, models
 from attnviz.ui import lenses as lens_ui
@@ -379,7 +379,7 @@ def parity_badge(model, text, text_b) -> None:
     model beside ours), so it takes the process's heavy-work slot and a share of the memory budget."""
     if not st.button(t("parity"), key="parity"):
         return
-    from attnviz.parity import check_parity
+    from attnviz.reference.parity import check_parity
 
     try:
         with st.status(t("parity_running"), expanded=False) as status:

@@ -17,7 +17,7 @@ from attnviz.analysis import (
     to_json,
     word_attention,
 )
-from attnviz.probe import builtin_items
+from attnviz.probesets import builtin_items
 from attnviz.ui import models
 from attnviz.ui.common import plot_text, session_id, sidebar, t
 from attnviz.ui.escape import md

@@ -10,8 +10,9 @@ import streamlit as st
 import torch
 
 from attnviz.analysis.kv_groups import group_distances
-from attnviz.attention import MultiHeadAttention
-from attnviz.gqa_conversion import conversion_distances, group_choices
+from attnviz.interventions.gqa_conversion import conversion_distances, group_choices
+from attnviz.interventions.variants import NAMED_MODELS, VARIANTS, compare, kv_heads_of, parameter_counts, peak_bytes
+from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.ui import models
 from attnviz.ui.common import (
     LEARN_D_MODELS,
@@ -23,7 +24,6 @@ from attnviz.ui.common import (
     t,
     write_url,
 )
-from attnviz.variants import NAMED_MODELS, VARIANTS, compare, kv_heads_of, parameter_counts, peak_bytes
 
 # Vaswani et al. 2017, Table 3: the base and big models, by row; a row's name is t(f"row_{row}"), or
 # the symbol itself where there is no such key (d_model, d_ff, d_k = d_v).

@@ -3,7 +3,7 @@
 Everything here lives in one `st.cache_resource` object: shared, read-only, never pickled or copied per
 read (st.cache_data would copy a 140 MB trace on every rerun). Models, traces and views are held in
 stores bounded by bytes; before anything new is computed, `reserve` checks the process's resident
-memory against the budget (attnviz.memory), evicting the oldest traces, views and unused models first,
+memory against the budget (attnviz.workbench.memory), evicting the oldest traces, views and unused models first,
 and refuses what still does not fit.
 """
 
@@ -23,17 +23,17 @@ import streamlit as st
 import torch
 
 import attnviz
-from attnviz import effects
 from attnviz.analysis import lenses
 from attnviz.analysis.detectors import detect_heads
 from attnviz.analysis.views import attention_view
+from attnviz.interventions import effects
 from attnviz.loading import ModelTooLarge, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
 from attnviz.loading.size import checkpoint_bytes
 from attnviz.loading.sources import AppSource, allowed_model_dirs, app_source
-from attnviz.memory import ByteStore, memory_budget, process_rss
 from attnviz.ui.strings import translate
+from attnviz.workbench.memory import ByteStore, memory_budget, process_rss
 
 # Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
 # every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
@@ -369,7 +369,7 @@ def _figure_bytes(figure) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------
-# head ablation (attnviz.effects; the Explore page's "Switch heads off", attnviz/ui/ablation.py)
+# head ablation (attnviz.interventions.effects; the Explore page's "Switch heads off", attnviz/ui/ablation.py)
 
 
 def ablation_effect(model, name: str, text: str, off: tuple[tuple[int, int], ...], continuation: str | None):

@@ -1,6 +1,6 @@
 """The Explore page's minimal pairs: the Sentence against a second sentence that differs in one place,
 every head's word-level attention difference (attnviz.analysis.pairs) and the model's preference
-(attnviz.preference)."""
+(attnviz.interventions.preference)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import functools
 import numpy as np
 import streamlit as st
 
-from attnviz import effects, plots
+from attnviz import plots
 from attnviz.analysis.pairs import align_texts, trace_difference
-from attnviz.preference import NOT_AVAILABLE, builtin_pairs, pair_from_texts, pair_preference
+from attnviz.interventions import effects
+from attnviz.interventions.preference import NOT_AVAILABLE, builtin_pairs, pair_from_texts, pair_preference
 from attnviz.ui import models
 from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, public_message, seed_from_url, t, write_url
 from attnviz.ui.escape import md

@@ -16,7 +16,7 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.alignment import alignment, best_source_words
-from attnviz.loaded_seq2seq import LoadedSeq2Seq
+from attnviz.loaded.seq2seq import LoadedSeq2Seq
 from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
 from attnviz.ui import models
 from attnviz.ui.common import (

@@ -5,7 +5,7 @@ Each variant is a stack of `n_layers` attention layers (`MultiHeadAttention`, pr
 MLP: the MLP is the same in all three and would only dilute the difference) with the same d_model and
 query heads; only the number of key/value heads differs (H, g, 1). Inputs are random vectors standing for
 token embeddings, and no positions are added: neither changes what is stored or how long a step takes.
-The cache is `attnviz.kv_cache`'s, grown with `torch.cat` as HF's DynamicCache, so its `nbytes` is what
+The cache is `attnviz.transformer.kv_cache`'s, grown with `torch.cat` as HF's DynamicCache, so its `nbytes` is what
 the tensors hold, set beside the formula 2 * layers * N * K * head_dim * bytes per element.
 
 Timing: for each cache length the three caches are filled, then decoding steps of the three are
@@ -29,8 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attnviz.attention import MultiHeadAttention
-from attnviz.kv_cache import KVCache
+from attnviz.transformer.attention import MultiHeadAttention
+from attnviz.transformer.kv_cache import KVCache
 
 # Who uses which variant, as published in each model's paper or configuration: (model, query heads,
 # KV heads), sizes separated by " / " where one name covers several.

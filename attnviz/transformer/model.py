@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnviz.blocks import Block
-from attnviz.config import ModelConfig
-from attnviz.kv_cache import KVCache
-from attnviz.layers import MaskedLMHead, make_norm
-from attnviz.masks import causal_mask, padding_mask
-from attnviz.record import Recorder
-from attnviz.rope import inverse_frequencies, rotary_cos_sin
+from attnviz.transformer.blocks import Block
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.kv_cache import KVCache
+from attnviz.transformer.layers import MaskedLMHead, make_norm
+from attnviz.transformer.masks import causal_mask, padding_mask
+from attnviz.transformer.record import Recorder
+from attnviz.transformer.rope import inverse_frequencies, rotary_cos_sin
 
 
 @dataclass
@@ -82,8 +82,8 @@ class Transformer(nn.Module):
         """input_ids [B, T]; attention_mask [B, T] 1 = token, 0 = padding; head_mask [L, H] (or [L, B, H],
         one mask per batch row) 1 keeps a head's output, 0 switches it off.
 
-        record: what to keep (attnviz.record); by default the attention probabilities only.
-        cache: a KVCache (attnviz.kv_cache) for incremental decoding: input_ids are the new tokens,
+        record: what to keep (attnviz.transformer.record); by default the attention probabilities only.
+        cache: a KVCache (attnviz.transformer.kv_cache) for incremental decoding: input_ids are the new tokens,
         placed after the cache's positions; padding is not supported with a cache.
         """
         record = Recorder("attentions") if record is None else record

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.kv_cache import KVCache
-from attnviz.model import Transformer
-from attnviz.record import Recorder
+from attnviz.transformer.kv_cache import KVCache
+from attnviz.transformer.model import Transformer
+from attnviz.transformer.record import Recorder
 
 
 @torch.inference_mode()

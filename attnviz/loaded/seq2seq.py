@@ -1,4 +1,4 @@
-"""A loaded translation model: our encoder-decoder (attnviz.seq2seq) plus Marian's SentencePiece tokenizer.
+"""A loaded translation model: our encoder-decoder (attnviz.transformer.seq2seq) plus Marian's SentencePiece tokenizer.
 
 `run(source, target=None)` gives a `Seq2SeqTrace`: the source side in the usual fields (so every existing
 view, the Head Finder and the probe work on it) and the decoder and cross attentions beside them. The
@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnviz.loaded import ModelInfo
-from attnviz.record import Recorder
-from attnviz.seq2seq import EncoderDecoder
+from attnviz.loaded.model import ModelInfo
 from attnviz.trace import AttentionTrace, Seq2SeqTrace, align_tokens_to_words, split_words
+from attnviz.transformer.record import Recorder
+from attnviz.transformer.seq2seq import EncoderDecoder
 
 MAX_NEW_TOKENS = 128
 

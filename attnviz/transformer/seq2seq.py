@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnviz.attention import MultiHeadAttention
-from attnviz.kv_cache import KVCache
-from attnviz.layers import MLP
-from attnviz.masks import causal_mask, padding_mask
-from attnviz.record import Recorder
+from attnviz.transformer.attention import MultiHeadAttention
+from attnviz.transformer.kv_cache import KVCache
+from attnviz.transformer.layers import MLP
+from attnviz.transformer.masks import causal_mask, padding_mask
+from attnviz.transformer.record import Recorder
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.model import ForwardOutput, Transformer
-from attnviz.record import Recorder
 from attnviz.trace import AttentionTrace, align_tokens_to_words, split_words
+from attnviz.transformer.model import ForwardOutput, Transformer
+from attnviz.transformer.record import Recorder
 
 TOP_K = 5
 
@@ -44,7 +44,7 @@ class ModelInfo:
     dtype: str
     max_tokens: int
     causal: bool
-    mlm_head: bool = False  # an encoder with a masked-LM head (mask filling, attnviz.effects)
+    mlm_head: bool = False  # an encoder with a masked-LM head (mask filling, attnviz.interventions.effects)
 
     @classmethod
     def describe(cls, module: Transformer, name: str, path: str, model_type: str, max_tokens: int) -> ModelInfo:
@@ -146,7 +146,7 @@ class LoadedModel:
     @torch.inference_mode()
     def record(self, text: str, text_pair: str | None = None, names=("value_norms",),
                layer: int | None = None) -> dict[str, np.ndarray]:
-        """What the views beyond raw weights need (attnviz.record names), from one more forward pass of
+        """What the views beyond raw weights need (attnviz.transformer.record names), from one more forward pass of
         `text`: e.g. value_norms [L, H, S], queries [L, H, T, D], keys [L, K, S, D] (after rotary);
         with `layer`, that layer's only ([H, S], [H, T, D], ...), the other layers recording nothing.
         float32 numpy, batch dimension dropped. `run` stays as it is: it records attentions only."""

@@ -22,9 +22,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from attnviz.loaded import LoadedModel
-from attnviz.record import Recorder
-from attnviz.rope import rotary_cos_sin
+from attnviz.loaded.model import LoadedModel
+from attnviz.transformer.record import Recorder
+from attnviz.transformer.rope import rotary_cos_sin
 
 TOP_K = 5
 # What one batch of an importance scan may hold in transient activations (bytes); the app reserves this

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from attnviz.analysis.kv_groups import js_distance
-from attnviz.model import Transformer
+from attnviz.transformer.model import Transformer
 
 
 def pool_heads(linear: nn.Linear, n_heads: int, n_groups: int, head_dim: int) -> nn.Linear:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from attnviz.attention import MultiHeadAttention
-from attnviz.config import ModelConfig
-from attnviz.layers import MLP, GatedMLP, make_norm
+from attnviz.transformer.attention import MultiHeadAttention
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.layers import MLP, GatedMLP, make_norm
 
 
 class Block(nn.Module):

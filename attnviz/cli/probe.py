@@ -8,15 +8,8 @@ import json
 import sys
 
 from attnviz.analysis import read_items as read_items_file
-from attnviz.analysis import read_probes, score_model, to_json
-from attnviz.probesets import builtin_path
-
-
-def builtin_items(spec: str) -> list:
-    """`builtin` (en + zh), `builtin:en` or `builtin:zh`."""
-    _, _, lang = spec.partition(":")
-    langs = [lang] if lang else ["en", "zh"]
-    return [item for code in langs for item in read_probes(builtin_path(code))]
+from attnviz.analysis import score_model, to_json
+from attnviz.probesets import builtin_items
 
 
 def read_items(probes: str | None = None, conllu: str | None = None, winobias: str | None = None,

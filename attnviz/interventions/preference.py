@@ -1,7 +1,7 @@
 """Which sentence of a minimal pair a model prefers, and the `blimp` command that counts how often it
 prefers the grammatical one (BLiMP, Warstadt et al. 2020; the built-in pairs).
 
-Methods (`preference_method`), all natural-log probabilities from `attnviz.effects`:
+Methods (`preference_method`), all natural-log probabilities from `attnviz.interventions.effects`:
 
 - "prefix" (decoders, pairs with one_prefix fields): log P(word | prefix) of each side's word, BLiMP's
   one-prefix method. The continuation scored is the word with its leading space (" are"), tokenised
@@ -24,22 +24,19 @@ The model prefers the good sentence when its score is strictly higher (a tie cou
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from attnviz import effects
 from attnviz.analysis.pair_items import MinimalPair, read_pairs
 from attnviz.analysis.pairs import align_texts
+from attnviz.interventions import effects
 from attnviz.probesets import PROBESET_DIR
-from attnviz.record import Recorder
 from attnviz.trace import split_words
+from attnviz.transformer.record import Recorder
 
 BUILTIN_PAIRS = PROBESET_DIR / "pairs.jsonl"
 METHODS = ("prefix", "sentence", "masked")
@@ -290,45 +287,3 @@ def data_files(data: str | None) -> list[tuple[str, Path | None]]:
     if not files:
         raise FileNotFoundError(f"no *.jsonl files in {path}")
     return [(f.name, f) for f in files]
-
-
-def run_blimp_command(args) -> int:
-    import attnviz
-
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
-    files = data_files(args.data)
-    inputs = [(name, builtin_pairs(name.partition(":")[2]) if path is None else read_pairs(path, limit=args.limit))
-              for name, path in files]
-    inputs = [(name, pairs[: args.limit] if args.limit else pairs) for name, pairs in inputs]
-    start = time.perf_counter()
-    print(f"loading {args.model} ...", file=sys.stderr)
-    model = attnviz.load(args.model)
-    if not model.config.causal and not effects.has_mlm_head(model):
-        raise ValueError(NOT_AVAILABLE)
-    loaded = time.perf_counter()
-    results = []
-    for name, pairs in inputs:
-        def progress(done: int, total: int, name=name) -> None:
-            if done == total or done % 320 == 0:
-                print(f"{name}: {done}/{total}", file=sys.stderr)
-
-        results.append(score_pairs(model, name, pairs, progress))
-    end = time.perf_counter()
-    print(f"load {loaded - start:.1f} s, scoring {end - loaded:.1f} s", file=sys.stderr)
-    overall = FileResult("all", sum(r.n for r in results), sum(r.correct for r in results),
-                         [m for r in results for m in r.margins], {})
-    for r in results:
-        for method, count in r.methods.items():
-            overall.methods[method] = overall.methods.get(method, 0) + count
-    if args.json:
-        print(json.dumps({"model": args.model, "data": args.data, "limit": args.limit,
-                          "files": {r.name: r.to_json() for r in results}, "overall": overall.to_json()}))
-        return 0
-    print(f"model: {args.model}  (accuracy = share of pairs whose good sentence scores higher; margin = mean "
-          "log-prob good - bad, nats)")
-    print(f"{'file':45s} {'n':>6s} {'accuracy':>9s} {'margin':>8s}  method")
-    for r in [*results, overall]:
-        methods = ", ".join(f"{m} {c}" for m, c in r.methods.items())
-        print(f"{r.name:45s} {r.n:6d} {r.accuracy:9.3f} {r.mean_margin:8.3f}  {methods}")
-    return 0

@@ -1,0 +1,139 @@
+"""Multi-head attention from scratch: MHA, MQA and GQA from one class, self- or cross-attention.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(D) + mask) V,    head_i = Attention(X Wq_i, X Wk_g(i), X Wv_g(i))
+
+Shape legend: B batch, H query heads, K key/value heads, T query positions, S key positions,
+D head dim, C model width (d_model). Query head h reads KV head g(h) = h // (H // K), the order of
+HF's `repeat_kv`, so K = H is MHA, K = 1 is MQA and anything between is GQA.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnviz.transformer.masks import additive
+from attnviz.transformer.rope import apply_rotary
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[B, K, S, D] -> [B, K * n_rep, S, D], each KV head repeated for the query heads that read it."""
+    if n_rep == 1:
+        return x
+    b, k, s, d = x.shape
+    return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None):
+    """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
+
+    `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). The softmax runs in
+    float32 and is cast back, as HF's eager attention does. `record` (a `LayerRecord`, optional) keeps
+    the scores if asked and gives the buffer the probabilities are written into.
+    """
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
+    # the result is bit-identical to scaling the scores.
+    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # B, H, T, S
+    if mask is not None:
+        scores = scores + additive(mask, scores.dtype)
+    probs_out = None
+    if record is not None:
+        record.keep("scores", scores)
+        probs_out = record.probabilities_buffer(scores)
+    if probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
+        probs = torch.softmax(scores, dim=-1, out=probs_out)  # B, H, T, S
+    else:
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
+        if probs_out is not None:
+            probs = probs_out.copy_(probs)
+    return torch.matmul(probs, v), probs  # B, H, T, D
+
+
+class MultiHeadAttention(nn.Module):
+    """MHA (n_kv_heads=None), MQA (n_kv_heads=1) or GQA (1 < n_kv_heads < n_heads).
+
+    >>> mha = MultiHeadAttention(d_model=512, n_heads=8)
+    >>> out, attn = mha(torch.randn(2, 10, 512))   # (2, 10, 512), (2, 8, 10, 10)
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        qkv_bias: bool = True,
+        out_bias: bool = True,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+            head_dim = d_model // n_heads
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
+        self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
+
+    @property
+    def kv_group(self) -> list[int]:
+        """The KV head each query head reads."""
+        return [h // (self.n_heads // self.n_kv_heads) for h in range(self.n_heads)]
+
+    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None):
+        """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
+        rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H], or [B, H] for one mask per batch row
+        (an importance scan switches a different head off in each row): 1 keeps a head's output, 0 zeroes it;
+        record: a `LayerRecord` (attnviz.transformer.record) that keeps what the caller asked for;
+        cache: a `LayerCache` (attnviz.transformer.kv_cache). Self-attention appends this call's keys and values
+        to it and attends over all of them; cross-attention (kv given) fills it on the first call and
+        reuses it after, without projecting kv again.
+        Returns (out [B, T, C], attn [B, H, T, S])."""
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # B, H, T, D
+        if cache is not None and kv is not None and cache.length:
+            k, v = cache.keys, cache.values  # cross-attention: the encoder's, projected once
+        else:
+            k, v = self.project_kv(x if kv is None else kv)  # B, K, S, D each
+            if rotary is not None:
+                k = apply_rotary(k, *rotary)
+            if cache is not None:
+                k, v = cache.append(k, v)
+        if rotary is not None:
+            q = apply_rotary(q, *rotary)
+        n_rep = self.n_heads // self.n_kv_heads
+        if record is not None:
+            record.keep("queries", q)
+            record.keep("keys", k)
+            record.keep("values", v)
+            if record.wants("value_norms"):
+                record.keep("value_norms", self.value_norms(v))
+        context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, record=record)
+        if head_mask is not None:
+            keep = head_mask.to(context.dtype)
+            keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]  # B or 1, H, 1, 1
+            context = context * keep  # B, H, T, D
+        if record is not None:
+            record.keep("head_outputs", context)
+        context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D
+        return self.o_proj(context), attn
+
+    def project_kv(self, kv):
+        """kv [B, S, C] -> keys and values [B, K, S, D] (before rotary)."""
+        b, s, _ = kv.shape
+        k = self.k_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        v = self.v_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        return k, v
+
+    def value_norms(self, v):
+        """||f_h(x_j)|| [B, H, S] from values v [B, K, S, D]: each value vector mapped through its head's
+        slice of the output projection, f_h(x) = (x W_V + b_V) W_O^h (Kobayashi et al. 2020; the output
+        bias is left out, as it is the same for every token)."""
+        v = repeat_kv(v, self.n_heads // self.n_kv_heads)  # B, H, S, D
+        w_o = self.o_proj.weight.view(-1, self.n_heads, self.head_dim)  # C, H, D
+        return torch.einsum("bhsd,chd->bhsc", v, w_o).float().norm(dim=-1)  # B, H, S
