@@ -77,9 +77,10 @@ def test_builtin_pair_sets_both_sentences_and_the_decoder_preference():
     assert at.text_input(key="text").value == pair.good
     assert at.text_input(key="minpair_text").value == pair.bad
     table = next(d.value for d in at.dataframe if "log-probability" in d.value.columns)
-    from attnviz.ui import models
+    from attnviz.ui.common import workbench
+    from attnviz.workbench import shelf
 
-    expected = pair_preference(models.cached_model(SMOLLM), pair)
+    expected = pair_preference(shelf.cached_model(workbench(), SMOLLM), pair)
     assert table["log-probability"].tolist() == pytest.approx([expected.good, expected.bad], abs=1e-3)
     verdict = "prefers the Sentence" if expected.margin > 0 else "prefers the second sentence"
     assert any(verdict in m.value for m in at.markdown)

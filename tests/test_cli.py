@@ -25,7 +25,7 @@ def test_every_preset_is_a_hub_id_or_offline_copy(monkeypatch):
     from attnviz.loading import hf, resolve_source
     from attnviz.loading.random_model import RANDOM_MODEL_NAME
     from attnviz.loading.sources import is_hub_id
-    from attnviz.ui.models import PRESETS
+    from attnviz.workbench.shelf import PRESETS
 
     asked = []
 

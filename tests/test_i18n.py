@@ -29,8 +29,8 @@ from attnviz.interventions.preference import builtin_pairs
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.probesets import builtin_items
 from attnviz.ui.explore import EXAMPLES
-from attnviz.ui.models import PRESETS
 from attnviz.ui.strings import LANGUAGES
+from attnviz.workbench.shelf import PRESETS
 from tests.conftest import MINILM, SMOLLM, require_offline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,12 +1,41 @@
-"""The dependency direction of docs/architecture.md, checked on the import statements of every module."""
+"""The dependency direction of docs/architecture.md ("Layers"), checked on the import statements of every
+module: each folder of the package is a layer and imports only the layers listed for it."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
-THIRD_PARTY_ALLOWED_IN_CORE = {"torch", "numpy"}
+
+# Layer -> the attnviz layers it may import (besides itself). "attnviz" is the package root (`attnviz.load`,
+# the seed's `attnviz.attention` re-export); "trace" is attnviz/trace.py, the data every layer passes on.
+LOWER = {
+    "transformer": set(),
+    "trace": set(),
+    "analysis": {"trace"},
+    "plots": {"trace", "analysis"},
+    "probesets": {"analysis"},
+    "loaded": {"transformer", "trace"},
+    "loading": {"loaded", "transformer", "trace"},
+    "reference": {"loading", "loaded", "transformer", "trace"},
+    "interventions": {"attnviz", "loading", "loaded", "transformer", "trace", "analysis", "probesets"},
+    "workbench": {"attnviz", "loading", "loaded", "transformer", "trace", "analysis", "probesets", "interventions",
+                  "reference", "plots"},
+    "cli": {"attnviz", "loading", "loaded", "transformer", "trace", "analysis", "probesets", "interventions",
+            "reference"},
+    "ui": {"workbench", "plots", "analysis", "trace", "probesets"},
+    "attnviz": {"transformer", "loading", "cli"},
+}
+THIRD_PARTY = {
+    "transformer": {"torch", "numpy"},
+    "trace": {"numpy"},
+    "analysis": {"numpy"},
+    "plots": {"numpy", "plotly"},
+    "probesets": set(),
+    "ui": {"streamlit", "numpy", "pandas", "plotly"},
+}
 
 
 def imports(path: Path) -> set[str]:
@@ -15,7 +44,10 @@ def imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            if node.module == "attnviz":  # `from attnviz import plots` names the layer plots
+                names.update(f"attnviz.{alias.name}" for alias in node.names)
+            else:
+                names.add(node.module)
     return names
 
 
@@ -27,6 +59,25 @@ def top(name: str) -> str:
     return name.split(".")[0]
 
 
+def layer_of_module(relative: str) -> str:
+    """`transformer/attention.py` -> "transformer"; `trace.py` -> "trace"; other root files -> "attnviz"."""
+    if "/" in relative:
+        return relative.split("/")[0]
+    return "trace" if relative == "trace.py" else "attnviz"
+
+
+def layer_of_import(name: str) -> str:
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "attnviz"
+    return parts[1] if parts[1] in LOWER else "attnviz"
+
+
+def test_every_folder_is_a_layer():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(LOWER) - {"trace", "attnviz"}
+
+
 def test_package_uses_absolute_imports_only():
     """Relative imports would slip past the checks below."""
     for path in PACKAGE.rglob("*.py"):
@@ -34,40 +85,34 @@ def test_package_uses_absolute_imports_only():
             assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}: relative import"
 
 
+def test_layers_import_only_the_layers_below():
+    for module, names in modules().items():
+        layer = layer_of_module(module)
+        for name in names:
+            if top(name) != "attnviz":
+                continue
+            target = layer_of_import(name)
+            assert target == layer or target in LOWER[layer], f"{module} ({layer}) imports {name} ({target})"
+
+
+def test_layers_use_only_their_third_party_packages():
+    for module, names in modules().items():
+        layer = layer_of_module(module)
+        if layer not in THIRD_PARTY:
+            continue
+        for name in names:
+            if top(name) in ("attnviz", "__future__") or top(name) in sys.stdlib_module_names:
+                continue
+            assert top(name) in THIRD_PARTY[layer], f"{module} ({layer}) imports {name}"
+
+
 def test_only_loading_hf_imports_transformers():
     users = {m for m, names in modules().items() if any(top(n) == "transformers" for n in names)}
     assert users == {"loading/hf.py"}
 
 
-def test_only_ui_imports_streamlit():
-    users = {m for m, names in modules().items() if any(top(n) == "streamlit" for n in names)}
-    assert all(m.startswith("ui/") for m in users), users
-
-
-def test_core_imports_only_torch_numpy_stdlib_and_core():
-    import sys
-
-    for module, names in modules().items():
-        if not module.startswith("transformer/"):
-            continue
-        for name in names:
-            if top(name) == "attnviz":
-                assert name.startswith("attnviz.transformer"), f"{module} imports {name}"
-            else:
-                assert top(name) in THIRD_PARTY_ALLOWED_IN_CORE | set(sys.stdlib_module_names), (module, name)
-
-
-def test_analysis_and_plots_stay_off_models_and_ui():
-    for module, names in modules().items():
-        if module.startswith("analysis/"):
-            assert {top(n) for n in names} <= {"attnviz", "numpy", "__future__"} | _stdlib(), (module, names)
-            assert all(n in ("attnviz.trace",) or n.startswith("attnviz.analysis") for n in names
-                       if top(n) == "attnviz"), module
-        if module.startswith("plots/"):
-            assert not {top(n) for n in names} & {"streamlit", "torch", "transformers"}, names
-
-
-def _stdlib() -> set[str]:
-    import sys
-
-    return set(sys.stdlib_module_names)
+def test_only_ui_imports_streamlit_and_ui_imports_no_torch():
+    streamlit_users = {m for m, names in modules().items() if any(top(n) == "streamlit" for n in names)}
+    assert all(m.startswith("ui/") for m in streamlit_users), streamlit_users
+    torch_users = {m for m, names in modules().items() if any(top(n) == "torch" for n in names)}
+    assert not {m for m in torch_users if m.startswith("ui/")}, torch_users

@@ -304,28 +304,16 @@ def test_an_unforeseen_error_shows_a_message_not_a_traceback():
     assert "after" in shown  # the rest of the page still runs
 
 
-def test_reserve_evicts_the_oldest_results_then_refuses(monkeypatch):
-    """The budget is checked against resident memory: here a fake RSS that follows what the stores hold."""
-    import threading
+def test_every_text_box_has_a_length_limit():
+    """A text box without max_chars took 4 MB of text (2.9 GB of server memory) from one visitor."""
+    import ast
 
-    from attnviz.ui import models
-
-    mb = 1_000_000
-    store = {"models": ByteStore(10_000 * mb), "traces": ByteStore(1_000 * mb), "views": ByteStore(1_000 * mb),
-             "guard": threading.Lock(), "reserved": 0}
-    monkeypatch.setattr(models, "shared", lambda: store)
-    monkeypatch.setattr(models, "process_rss", lambda: 1_000 * mb + sum(
-        s.total_bytes for s in (store["models"], store["traces"], store["views"])))
-    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_GB", "1.5")
-    for name in ("a", "b", "c"):
-        store["traces"].put(name, object(), 150 * mb)
-    store["models"].put("in use", object(), 100 * mb)
-    # 1.549 GB (+ the keys' few bytes): the two oldest traces go, the third stays
-    with models.reserve(249 * mb, keep_model="in use"):
-        assert store["traces"].keys() == ["c"] and store["reserved"] == 249 * mb
-    assert store["reserved"] == 0
-    with pytest.raises(models.OverBudget) as refused:  # more than the budget can ever give
-        with models.reserve(600 * mb, keep_model="in use"):
-            pass
-    assert len(store["traces"]) == 0 and "in use" in store["models"]  # never the model in use
-    assert refused.value.budget == 1_500 * mb and refused.value.need == 600 * mb
+    package = Path(__file__).resolve().parents[1] / "attnviz" / "ui"
+    unbounded = []
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("text_input", "text_area", "chat_input")
+                    and "max_chars" not in {k.arg for k in node.keywords}):
+                unbounded.append(f"{path.name}:{node.lineno}")
+    assert not unbounded, unbounded

@@ -40,6 +40,8 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     """
     from attnviz.loading import hf  # transformers is imported only when a model is loaded
 
+    hf.import_transformers()
+
     progress = progress or (lambda stage: log.info(stage))
     if not isinstance(source, str) or not source.strip():
         raise ValueError("give a model: a hub id, a local directory or a .gguf file")

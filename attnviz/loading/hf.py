@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +31,25 @@ class Checkpoint:
     path: str
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_transformers() -> None:
+    """Import the transformers names this module uses, once, one thread at a time. transformers resolves
+    them lazily, and four visitors opening a model together on a cold server saw "cannot import name
+    'AutoConfig' from 'transformers'" from the threads that came second. Cheap after the first call."""
+    with _IMPORT_LOCK:
+        import transformers
+        from transformers import modeling_gguf_pytorch_utils  # noqa: F401
+
+        for name in ("AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoTokenizer"):
+            getattr(transformers, name)
+
+
 def read_config(source: str | Path) -> dict:
     """Only the HF config of a hub id, local directory or .gguf file, without weights (size estimates
     before a download or before reading weights)."""
+    import_transformers()
     from transformers import AutoConfig
 
     try:
@@ -156,6 +173,7 @@ def _checkpoint(config: dict, tensors: dict, tokenizer, path: Path) -> Checkpoin
 
 def reference_model(path: str):
     """HF's own base model on the same weights, eager attention in float32: the parity reference."""
+    import_transformers()
     from transformers import AutoModel
 
     safetensors = {} if Path(path).suffix == ".gguf" else {"use_safetensors": True}
@@ -177,6 +195,7 @@ def reference_outputs(model, input_ids, attention_mask=None, token_type_ids=None
 def reference_tokenizer(path: str | Path):
     """HF's tokenizer of a checkpoint: its Rust backend serves our runs, and the benchmark's HF side
     tokenizes with it."""
+    import_transformers()
     from transformers import AutoTokenizer
 
     return _from_pretrained(AutoTokenizer, path, trust_remote_code=False)

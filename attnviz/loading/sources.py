@@ -59,6 +59,12 @@ class AppSource:
     location: str  # what the loader gets: a hub id, or a resolved local path
     from_hub: bool  # load `location` from the hub even if a folder of that name exists here
 
+    @property
+    def key(self) -> str:
+        """One checkpoint, one key, however it was spelled: the hub id, or the resolved real path (`//`,
+        `/./` and `dir/../dir` resolve alike; an offline id is its own key)."""
+        return f"hub:{self.location}" if self.from_hub else f"local:{self.location}"
+
 
 def allowed_model_dirs(environ=os.environ) -> list[Path]:
     """The operator's ATTNVIZ_MODEL_DIRS (os.pathsep-separated), resolved; the installed offline model

@@ -8,19 +8,20 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.views import visible_token
-from attnviz.interventions import effects
-from attnviz.ui import models
 from attnviz.ui.common import (
     MAX_CONTINUATION,
     guarded,
+    heavy_slot,
     plot_text,
     public_message,
     seed_from_url,
-    session_id,
     t,
+    workbench,
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.workbench import Busy, OverBudget
+from attnviz.workbench import heads as head_work
 
 # The scan runs L x H forward passes (270 for SmolLM2): longer sentences are refused, so one visitor's
 # scan holds the heavy-work slot for about a minute at most on a shared 2-core host.
@@ -79,7 +80,8 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         if off:
             st.caption(t("ablation_n_off", n=len(off), total=info.n_layers * info.n_heads))
             # Two or four forward passes of up to 512 tokens: the process's heavy-work slot, like the scan.
-            effect = run_heavy(source, lambda: models.ablation_effect(model, source, text, off, continuation))
+            effect = run_heavy(source, lambda: head_work.ablation_effect(workbench(), model, source, text, off,
+                                                                     continuation))
             if effect is None:
                 return
             show_effect(model, effect)
@@ -92,11 +94,11 @@ def run_heavy(source: str, compute):
     """compute() in the process's heavy-work slot; None, after saying why, when this visitor already has
     a heavy action running, the memory budget refuses it, or the input is refused."""
     try:
-        with models.heavy_slot(session_id()):
+        with heavy_slot():
             return compute()
-    except models.Busy:
+    except Busy:
         st.warning(t("busy"))
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(_over_budget(error))
     except ValueError as error:
         st.warning(t("ablation_failed", error=md(public_message(error, source))))
@@ -104,7 +106,7 @@ def run_heavy(source: str, compute):
 
 
 def _has_mask(text: str) -> bool:
-    return any(spelling in text for spelling in effects.MASK_SPELLINGS)
+    return any(spelling in text for spelling in head_work.MASK_SPELLINGS)
 
 
 def _over_budget(error) -> str:
@@ -115,7 +117,7 @@ def _token(model, prediction) -> str:
     return visible_token(prediction.text, model.token_bytes(prediction.id))
 
 
-def show_effect(model, effect: effects.Effect) -> None:
+def show_effect(model, effect: head_work.Effect) -> None:
     if effect.quantity == "embedding":
         st.markdown(t("ablation_embedding_result", change=effect.cosine_change))
         return
@@ -146,10 +148,10 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
     progress, cancel, the heavy-work slot, memory reserved), its grid shared per (model, text, quantity)."""
     info = model.info
     st.subheader(t("ablation_scan_title"))
-    quantity = effects.default_quantity(model, continuation)
+    quantity = head_work.default_quantity(model, continuation)
     cont = continuation if quantity == "continuation" else None
     n_tokens = len(model.encode(text + (cont or "")).ids)
-    scores = models.scan_scores(source, text, quantity, cont)
+    scores = head_work.scan_scores(workbench(), source, text, quantity, cont)
     if scores is None:
         if n_tokens > MAX_SCAN_TOKENS:
             st.info(t("ablation_scan_too_long", limit=MAX_SCAN_TOKENS, n=n_tokens))
@@ -161,7 +163,7 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
         cancel.button(t("cancel"), key="ablation_scan_cancel")  # pressing it reruns, which stops the scan
         bar = st.progress(0.0, text=t("waiting_slot"))
         try:
-            scores = run_heavy(source, lambda: models.scan_heads(
+            scores = run_heavy(source, lambda: head_work.scan_heads(workbench(),
                 model, source, text, quantity, cont, progress=lambda done, total: bar.progress(
                     done / total, text=t("ablation_scan_progress", done=done, total=total))))
         finally:
@@ -183,5 +185,5 @@ def _scan_target(model, source: str, text: str, quantity: str) -> str:
     """The token whose log-probability the scan follows, for the caption (top next token or top fill)."""
     if quantity not in ("next_token", "mask_fill"):
         return ""
-    effect = models.ablation_effect(model, source, text, (), None)
+    effect = head_work.ablation_effect(workbench(), model, source, text, (), None)
     return _token(model, effect.before[0]) if effect.before else ""

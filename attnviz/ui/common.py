@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -12,14 +13,11 @@ import pandas  # noqa: F401
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from attnviz.loaded.model import LoadedModel
-from attnviz.loading import ModelTooLarge
-from attnviz.loading.random_model import RANDOM_MODEL_NAME
-from attnviz.loading.sources import SourceRefused
 from attnviz.plots import PlotText
-from attnviz.ui import models
 from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
+from attnviz.workbench import OverBudget, Workbench, shelf
+from attnviz.workbench.shelf import RANDOM_MODEL_NAME, ModelTooLarge, SourceRefused
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +90,24 @@ QUERY_KEYS.update({
 _SERVER_PATH = re.compile(r"(?<![\w.:/-])(?:~|[A-Za-z]:)?[/\\][^\s'\"),;]+")
 
 
+@st.cache_resource(show_spinner=False)
+def workbench() -> Workbench:
+    """The process's one Workbench (attnviz.workbench): every session's models, traces and views, under one
+    memory budget. st.cache_resource shares it as it is: never pickled or copied per read (st.cache_data
+    would copy a 140 MB trace on every rerun)."""
+    return Workbench()
+
+
+@contextlib.contextmanager
+def heavy_slot():
+    """This visitor's heavy-work slot (workbench.slots); while others hold the process's slots the page says
+    it waits, and each of those calls is a point where a rerun by this visitor stops the wait."""
+    waiting = st.empty()
+    with workbench().slots.hold(session_id(), waiting=lambda: waiting.caption(t("waiting_slot"))):
+        waiting.empty()
+        yield
+
+
 def guarded(render):
     """`render` (a page or a fragment) with every unforeseen error turned into a short message, its
     traceback going to the server's log only. `client.showErrorDetails = "none"` does the same, but
@@ -118,7 +134,7 @@ def plot_text() -> PlotText:
     return PlotText(**{name: t(f"plot_{name.rstrip('_')}") for name in PlotText.__dataclass_fields__})
 
 
-# Progress stages the loaders report (attnviz.loading, models.reference_for), by their English prefix; the
+# Progress stages the loaders report (attnviz.loading, workbench.parity), by their English prefix; the
 # rest of a stage is a name (a hub id).
 STAGES = (("downloading ", "stage_downloading"), ("reading config", "stage_reading_config"),
           ("reading weights", "stage_reading_weights"), ("reading tokenizer", "stage_reading_tokenizer"),
@@ -193,12 +209,12 @@ def pick_model_source() -> str:
     st.sidebar.subheader(t("model"))
     from_url = url_value("model")
     if "model_preset" not in st.session_state:
-        default = from_url if from_url in models.PRESETS else models.default_model()
+        default = from_url if from_url in shelf.PRESETS else shelf.default_model()
         st.session_state["model_preset"] = default
-        if from_url and from_url not in models.PRESETS:
+        if from_url and from_url not in shelf.PRESETS:
             st.session_state["model_custom"] = from_url
-    shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in models.PRESETS}
-    st.sidebar.selectbox(t("model_preset"), models.PRESETS, key="model_preset", format_func=shown.get)
+    shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in shelf.PRESETS}
+    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get)
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
@@ -222,7 +238,7 @@ def load_failure(name: str, error: Exception) -> str:
     """The message shown for a model that could not be loaded (Markdown, every user text escaped)."""
     if isinstance(error, SourceRefused):
         return t("source_refused")
-    if isinstance(error, models.OverBudget):
+    if isinstance(error, OverBudget):
         return t("over_budget", name=md(name), need=error.need / 1e9, budget=error.budget / 1e9,
                  used=error.used / 1e9)
     if isinstance(error, ModelTooLarge):
@@ -240,43 +256,49 @@ def get_model(source: str):
 
     Falls back to a random model only when no pretrained model can be had at all, and says so."""
     if source == RANDOM_MODEL_NAME:  # chosen on purpose: untrained attention, for comparison
-        return models.load_random_model(), source
+        return shelf.random_encoder(workbench()), source
     # A failed source is not retried on every rerun (offline, each hub attempt costs ~12 s of timeouts)
     # until the user asks to.
     failures = st.session_state.setdefault("load_failures", {})
     if source in failures and st.sidebar.button(t("retry"), key="retry_load"):
         del failures[source]
-    if source not in failures:
+    message = failures.get(source)
+    if message is None:
         try:
             model = _load_with_progress(source)
-            if not isinstance(model, LoadedModel):  # an encoder-decoder: its views are on the Translate page
-                failures[source] = t("seq2seq_elsewhere", name=md(source))
+            if shelf.is_seq2seq(model):  # an encoder-decoder: its views are on the Translate page
+                message = failures[source] = t("seq2seq_elsewhere", name=md(source))
             else:
                 return model, source
         except Exception as error:  # every failure becomes a message; the page keeps working
-            failures[source] = load_failure(source, error)
-    st.sidebar.error(failures[source])
-    default = models.default_model()
-    if default != source and models.offline_path(default) is not None:
+            message = load_failure(source, error)
+            # An import race between threads (transformers' lazy names) passes; the next run tries again.
+            # Anything else stays until the visitor presses Retry: a refused size must not evict every
+            # visitor's caches again on each of this visitor's reruns.
+            if not isinstance(error, ImportError):
+                failures[source] = message
+    st.sidebar.error(message)
+    default = shelf.default_model()
+    if default != source and shelf.offline_path(default) is not None:
         st.sidebar.info(t("fallback_note", name=default))
         try:
             return _load_with_progress(default), default
         except Exception as error:  # a broken offline package, or no memory left: say so, then fall through
             st.sidebar.error(load_failure(default, error))
-    if models.allow_random_fallback():
+    if shelf.allow_random_fallback():
         st.sidebar.warning(t("random_warning"))
-        return models.load_random_model(), RANDOM_MODEL_NAME
+        return shelf.random_encoder(workbench()), RANDOM_MODEL_NAME
     return None, source
 
 
 def _load_with_progress(name: str):
     """Load (or reuse) a model, showing the loading stages in the sidebar only when it really loads."""
-    cached = models.cached_model(name)
+    cached = shelf.cached_model(workbench(), name)
     if cached is not None:
         return cached
-    source = models.check_source(name)
+    source = shelf.check_source(name)
     with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
-        model = models.load_model(source, progress=lambda stage: status.write(stage_label(stage)))
+        model = shelf.load_model(workbench(), source, progress=lambda stage: status.write(stage_label(stage)))
         status.update(label=md(name), state="complete", expanded=False)
     return model
 
@@ -289,7 +311,7 @@ def model_facts(model) -> None:
     ))
     if info.name == RANDOM_MODEL_NAME:
         st.warning(t("random_note"))
-    elif info.name != info.path and models.offline_path(info.name) is not None:
+    elif info.name != info.path and shelf.offline_path(info.name) is not None:
         st.sidebar.caption(t("offline_note", name=info.name))
 
 

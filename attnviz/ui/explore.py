@@ -10,22 +10,25 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis import export, pair_filter, profile_head
 from attnviz.analysis.views import token_labels, visible_token
-from attnviz.ui import ablation, models
+from attnviz.ui import ablation
 from attnviz.ui import lenses as lens_ui
 from attnviz.ui import pairs as pairs_ui
 from attnviz.ui.common import (
     guarded,
+    heavy_slot,
     plot_text,
     public_message,
     seed_from_url,
-    session_id,
     sidebar,
     stage_label,
     t,
+    workbench,
     write_url,
 )
 from attnviz.ui.escape import md
 from attnviz.ui.widgets import word_pair_ranking
+from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
+from attnviz.workbench import heads as head_work
 
 EXAMPLES = [
     "The keys to the cabinet are on the table.",
@@ -60,8 +63,8 @@ def render() -> None:
         return
     text_b = text_b or None
     try:
-        trace = models.run_text(source, text, text_b)
-    except models.OverBudget as error:
+        trace = traces.trace(workbench(), source, text, text_b)
+    except OverBudget as error:
         st.error(over_budget(error))
         return
     except ValueError as error:
@@ -73,8 +76,8 @@ def render() -> None:
     lens, normalise = lens_ui.lens_switch(model.info, trace, source, text, text_b)
     view_key = (source, text, text_b, level, hide_special, lens, normalise)
     try:
-        view = models.view_of(*view_key)
-    except models.OverBudget as error:
+        view = traces.view(workbench(), *view_key)
+    except OverBudget as error:
         st.error(over_budget(error))
         return
     except ValueError as error:  # e.g. nothing but special tokens left to show
@@ -127,7 +130,7 @@ def input_notices(model, trace) -> None:
     real = sum(not s for s in trace.special_mask)
     if real and len(unknown) / real > UNKNOWN_SHARE_NOTICE:
         unk = model.tokenizer.id_to_token(trace.input_ids[unknown[0]])
-        st.warning(t("many_unk", share=len(unknown) / real, unk=md(unk), suggestion=models.WIDE_VOCABULARY_MODEL))
+        st.warning(t("many_unk", share=len(unknown) / real, unk=md(unk), suggestion=shelf.WIDE_VOCABULARY_MODEL))
 
 
 def token_chips(trace) -> None:
@@ -179,7 +182,7 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     st.subheader(t("model_view"))
     st.caption(t("model_view_caption"))
     text = plot_text()
-    figure = models.cached_figure(
+    figure = traces.figure(workbench(),
         (*view_key, palette, scale, tuple(highlight), text),
         lambda: lens_ui.mosaic_columns(plots.model_view(
             view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
@@ -213,8 +216,8 @@ def head_detail(info, view_key, scale, palette) -> None:
     """One head in detail. A fragment: picking a layer, head, threshold or token reruns only this part,
     so the mosaic is neither rebuilt nor sent again."""
     st.subheader(t("head_detail"))
-    view = models.view_of(*view_key)  # shared: a lookup, not a recomputation
-    trace = models.run_text(*view_key[:3])
+    view = traces.view(workbench(), *view_key)  # shared: a lookup, not a recomputation
+    trace = traces.trace(workbench(), *view_key[:3])
     n_layers, n_heads = view.attentions.shape[0], info.n_heads  # a per-layer lens draws one map per layer
     for key, limit in (("layer", n_layers), ("head", n_heads)):
         seed_from_url(key, 0)
@@ -255,7 +258,7 @@ def head_detail(info, view_key, scale, palette) -> None:
                                            focus=part.focus_row, focus_in=part.focus_col,
                                            left_divider=part.row_divider, right_divider=part.col_divider),
                            key="head_view", width="stretch")
-    head_profile(trace, layer, head, models.detector_scores(view_key[0]))
+    head_profile(trace, layer, head, head_work.detector_scores(workbench(), view_key[0]))
     lens_ui.query_key_view(info, trace, *view_key[:3], layer, head)
     full = np.asarray(view.attentions[layer, view_head], dtype=np.float32)
     st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
@@ -327,7 +330,7 @@ def head_profile(trace, layer: int, head: int, detectors: dict | None = None) ->
 def next_token_predictions(model, trace_key) -> None:
     if not model.info.causal or model.module.lm_head is None:
         return
-    trace = models.run_text(*trace_key)
+    trace = traces.trace(workbench(), *trace_key)
     if trace.hidden is None:
         return
     st.subheader(t("predictions"))
@@ -346,7 +349,7 @@ def head_detectors(model, name: str) -> None:
     tokens: a heavy action, run once per model for everyone, on request."""
     with st.expander(t("detectors_title")):
         st.caption(t("detectors_caption"))
-        scores = models.detector_scores(name)
+        scores = head_work.detector_scores(workbench(), name)
         if scores is None:
             if not st.button(t("detectors_run"), key="detectors_run"):
                 return
@@ -354,13 +357,13 @@ def head_detectors(model, name: str) -> None:
             cancel.button(t("cancel"), key="detectors_cancel")  # pressing it reruns, which stops the run
             bar = st.progress(0.0, text=t("waiting_slot"))
             try:
-                with models.heavy_slot(session_id()):
-                    scores = models.detect(model, name, progress=lambda done, total: bar.progress(
+                with heavy_slot():
+                    scores = head_work.detect(workbench(), model, name, progress=lambda done, total: bar.progress(
                         done / total, text=t("detectors_progress", done=done, total=total)))
-            except models.Busy:
+            except Busy:
                 st.warning(t("busy"))
                 return
-            except models.OverBudget as error:
+            except OverBudget as error:
                 st.error(over_budget(error))
                 return
             finally:
@@ -379,20 +382,18 @@ def parity_badge(model, text, text_b) -> None:
     model beside ours), so it takes the process's heavy-work slot and a share of the memory budget."""
     if not st.button(t("parity"), key="parity"):
         return
-    from attnviz.reference.parity import check_parity
+    def progress(stage: str) -> None:
+        status.update(label=t("parity_comparing") if stage == parity.COMPARING else stage_label(stage))
 
     try:
         with st.status(t("parity_running"), expanded=False) as status:
-            with models.heavy_slot(session_id()):
-                reference = models.reference_for(model, progress=lambda stage: status.update(
-                    label=stage_label(stage)))
-                status.update(label=t("parity_comparing"))
-                report = check_parity(model, text, text_b, reference=reference)
+            with heavy_slot():
+                report = parity.parity(workbench(), model, text, text_b, progress=progress)
             status.update(label=t("parity_done"), state="complete")
-    except models.Busy:
+    except Busy:
         st.warning(t("busy"))
         return
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(t("over_budget", name=md(model.info.name), need=error.need / 1e9, budget=error.budget / 1e9,
                    used=error.used / 1e9))
         return
@@ -407,8 +408,12 @@ def exports(model, text, text_b) -> None:
     """Full-precision exports recompute the trace on click (the app keeps only a float16 copy)."""
     st.caption(t("share"))
     cols = st.columns(2)
-    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(models.full_trace(model, text, text_b)),
+
+    def full():
+        return traces.full_trace(workbench(), model, text, text_b)
+
+    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(full()),
                             file_name="attnviz_trace.npz", mime="application/octet-stream", on_click="ignore",
                             key="npz")
-    cols[1].download_button(t("download_json"), lambda: export.trace_json(models.full_trace(model, text, text_b)),
+    cols[1].download_button(t("download_json"), lambda: export.trace_json(full()),
                             file_name="attnviz_trace.json", mime="application/json", on_click="ignore", key="json")

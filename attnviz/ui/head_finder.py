@@ -13,23 +13,19 @@ from attnviz.analysis import (
     detect_format,
     parse_items,
     predictions,
-    score_model,
-    to_json,
     word_attention,
 )
 from attnviz.probesets import builtin_items
-from attnviz.ui import models
-from attnviz.ui.common import plot_text, session_id, sidebar, t
+from attnviz.ui.common import MAX_TEXT, heavy_slot, plot_text, sidebar, t, workbench
 from attnviz.ui.escape import md
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import word_pair_ranking
+from attnviz.workbench import Busy, OverBudget, finder, traces
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
 BUILTIN_SETS = {"builtin:en": "builtin_en", "builtin:zh": "builtin_zh"}  # option -> its label's key
 PARSERS = {"auto": "auto", "probes": "Probe JSONL", "conllu": "CoNLL-U", "winobias": "WinoBias"}
 UPLOAD_TYPES = ["jsonl", "json", "conllu", "txt", "dev", "test"]
-# Memory one scoring batch may take: texts are batched by length, so the batch size follows the longest.
-BATCH_BYTES = 200_000_000
 EXAMPLES_SHOWN = 3  # passing and failing examples shown for the chosen head
 EXAMPLE_POOL = 40  # items re-run to find them
 
@@ -60,7 +56,7 @@ def render() -> None:
             st.session_state["finder_result"] = (result_key, result)
     stored = st.session_state.get("finder_result")
     if stored and stored[0] == result_key:
-        show_scores(model, stored[1], chosen, relation, result_key)
+        show_scores(model, source, stored[1], chosen, relation, result_key)
     own_sentence(source)
 
 
@@ -108,26 +104,22 @@ def score(model, source: str, items, relation: str, sink_aware: bool = False) ->
     """The docs/architecture.md JSON block of this relation: the same numbers as `python -m attnviz probe
     --json`. A heavy action: it waits for the process's heavy-work slot, shows its progress, holds a
     share of the memory budget, and stops when the visitor presses Cancel (any rerun stops it)."""
-    texts = sorted({item.text for item in items}, key=len)
-    longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
-    batch_size = max(1, min(32, BATCH_BYTES // models.trace_bytes(model, longest)))
     cancel = st.empty()
     cancel.button(t("cancel"), key="cancel_probe")  # pressing it reruns the page, which stops this run
     bar = st.progress(0.0, text=t("waiting_slot"))
     try:
-        with models.heavy_slot(session_id()), models.reserve(BATCH_BYTES, keep_model=source):
-            scores = score_model(model, items, batch_size=batch_size, progress=lambda done, total: bar.progress(
-                done / max(total, 1), text=t("scoring", done=done, n=total)), sink_aware=sink_aware)
-    except models.Busy:
+        with heavy_slot():
+            return finder.score(workbench(), model, source, items, relation, sink_aware, progress=lambda done, total:
+                                bar.progress(done / max(total, 1), text=t("scoring", done=done, n=total)))
+    except Busy:
         st.warning(t("busy"))
         return None
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return None
     finally:
         bar.empty()
         cancel.empty()
-    return to_json(source, scores)["relations"][relation]
 
 
 def impossible(block: dict, direction: str) -> bool:
@@ -139,7 +131,7 @@ def _value(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def show_scores(model, block: dict, items, relation: str, result_key: str) -> None:
+def show_scores(model, source: str, block: dict, items, relation: str, result_key: str) -> None:
     direction_names = {"source_to_target": t("direction_s2t"), "target_to_source": t("direction_t2s")}
     if block.get("sink_aware"):
         st.info(t("sink_aware_on"))
@@ -180,17 +172,8 @@ def show_scores(model, block: dict, items, relation: str, result_key: str) -> No
     direction = st.radio(t("examples_direction"), possible, horizontal=True, key="finder_example_direction",
                          format_func=direction_names.get) if len(possible) > 1 else possible[0]
     best = block["best"][direction]
-    examples_for_head(model, items, direction, best["layer"], best["head"], result_key,
+    examples_for_head(model, source, items, direction, best["layer"], best["head"], result_key,
                       bool(block.get("sink_aware")))
-
-
-def example_traces(model, pool, pool_key: str):
-    """Traces of the example pool, run once per scoring result and direction (not on every rerun)."""
-    stored = st.session_state.get("finder_examples")
-    if not stored or stored[0] != pool_key:
-        stored = (pool_key, model.run_batch([item.text for item in pool]))
-        st.session_state["finder_examples"] = stored
-    return stored[1]
 
 
 def read_and_gold(item, direction: str) -> tuple[int, int]:
@@ -214,7 +197,7 @@ def mark_cells(figure, read: int, gold: int, guess: int) -> None:
                          y1=read + 0.5, line={"color": color, "width": 3, "dash": dash}, name=name)
 
 
-def examples_for_head(model, items, direction: str, default_layer: int, default_head: int, result_key: str,
+def examples_for_head(model, source: str, items, direction: str, default_layer: int, default_head: int, result_key: str,
                       sink_aware: bool = False) -> None:
     cols = st.columns(2)
     # one pair of inputs per direction, so each starts on its own best head
@@ -226,7 +209,15 @@ def examples_for_head(model, items, direction: str, default_layer: int, default_
     causal = bool(model.info.causal)
     pool = [item for item in items if scorable(item, direction, causal)][:EXAMPLE_POOL]
     shown = {True: 0, False: 0}
-    for index, (item, trace) in enumerate(zip(pool, example_traces(model, pool, f"{result_key}|{direction}"))):
+    try:
+        example_traces = finder.example_traces(workbench(), model, source, pool, hold=heavy_slot)
+    except Busy:
+        st.warning(t("busy"))
+        return
+    except OverBudget as error:
+        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        return
+    for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
         weights = word_attention(trace, item.word_spans)[layer, head]  # n, n
         guess = int(predictions(weights[None, None], sink_aware)[0, 0, read])
@@ -248,13 +239,14 @@ def examples_for_head(model, items, direction: str, default_layer: int, default_
 
 def own_sentence(source: str) -> None:
     st.subheader(t("own_sentence"))
-    text = st.text_input(t("sentence"), "The keys to the cabinet are on the table.", key="finder_text")
+    text = st.text_input(t("sentence"), "The keys to the cabinet are on the table.", key="finder_text",
+                         max_chars=MAX_TEXT)
     if not text.strip():
         st.info(t("empty_text"))
         return
     try:
-        trace = models.run_text(source, text, None)
-    except models.OverBudget as error:
+        trace = traces.trace(workbench(), source, text, None)
+    except OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return
     except ValueError as error:

@@ -4,25 +4,29 @@ model's K/V heads (or, for a GQA/MQA model, whether heads that share K/V attend 
 
 from __future__ import annotations
 
-import inspect
-
 import streamlit as st
-import torch
 
-from attnviz.analysis.kv_groups import group_distances
-from attnviz.interventions.gqa_conversion import conversion_distances, group_choices
-from attnviz.interventions.variants import NAMED_MODELS, VARIANTS, compare, kv_heads_of, parameter_counts, peak_bytes
-from attnviz.transformer.attention import MultiHeadAttention
-from attnviz.ui import models
 from attnviz.ui.common import (
     LEARN_D_MODELS,
     LEARN_HEADS,
     LEARN_TOKENS,
+    heavy_slot,
     seed_from_url,
-    session_id,
     sidebar,
     t,
+    workbench,
     write_url,
+)
+from attnviz.workbench import Busy, OverBudget
+from attnviz.workbench import learn as lessons
+from attnviz.workbench.learn import (
+    MEASURE_LAYERS,
+    MEASURE_LENGTHS,
+    NAMED_MODELS,
+    VARIANTS,
+    group_choices,
+    kv_heads_of,
+    parameter_counts,
 )
 
 # Vaswani et al. 2017, Table 3: the base and big models, by row; a row's name is t(f"row_{row}"), or
@@ -39,15 +43,10 @@ ORIGINAL_TRANSFORMER = {
 }
 NAMED_ROWS = {"layers", "heads", "dropout", "label_smoothing", "parameters"}
 
-# The live comparison's bounds (N <= 256 and d_model <= 1024 through the controls' options): two layers,
-# three cache lengths, 15 interleaved steps each, about a second on one shared CPU core.
-MEASURE_LAYERS, MEASURE_LENGTHS, MEASURE_REPEATS = 2, (64, 256, 1024), 15
 # The conversion and the head distances run the model on the visitor's sentence: bounded apart from the
 # 512-token input limit, since they compare every pair of heads (or run the model twice).
 SENTENCE_CHARS, SENTENCE_TOKENS = 300, 128
 DEFAULT_SENTENCE = "The keys to the cabinet are on the table."
-PERMUTATIONS = 999
-RESULT_BYTES = 100_000  # a generous size of one stored result (a few arrays of one number per layer)
 
 
 def render() -> None:
@@ -60,7 +59,7 @@ def render() -> None:
     original(model)
     text, groups = kv_sections(model, source)
     with st.expander(t("learn_code")):
-        st.code(inspect.getsource(MultiHeadAttention.forward), language="python")
+        st.code(lessons.attention_source(), language="python")
     write_url(model=source, d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,
               groups=groups)
 
@@ -97,19 +96,16 @@ def variants() -> tuple[int, int, int]:
     seed_choice("learn_kv_heads", "kv_heads", divisors, grouped[0] if grouped else divisors[-1])
     n_kv_heads = cols[2].select_slider("n_kv_heads", divisors, key="learn_kv_heads")
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
-    layer = MultiHeadAttention(d_model, n_heads, n_kv_heads)
-    with torch.no_grad():
-        out, attn = layer(torch.randn(2, 10, d_model))
-    head_dim = d_model // n_heads
+    demo = lessons.module_demo(d_model, n_heads, n_kv_heads)
     st.dataframe([{
         t("column_variant"): kind,
-        "x": f"(2, 10, {d_model})",
-        t("column_out"): str(tuple(out.shape)),
-        t("column_attn"): str(tuple(attn.shape)),
-        "head_dim": head_dim,
-        t("column_parameters"): sum(p.numel() for p in layer.parameters()),
-        t("column_kv_cache"): 2 * n_kv_heads * head_dim,
-        t("column_kv_map"): " ".join(f"{h}→{g}" for h, g in enumerate(layer.kv_group)),
+        "x": str(demo["x"]),
+        t("column_out"): str(demo["out"]),
+        t("column_attn"): str(demo["attn"]),
+        "head_dim": demo["head_dim"],
+        t("column_parameters"): demo["parameters"],
+        t("column_kv_cache"): 2 * n_kv_heads * demo["head_dim"],
+        t("column_kv_map"): " ".join(f"{h}→{g}" for h, g in enumerate(demo["kv_group"])),
     }], hide_index=True, key="learn_table")
     st.caption(t("learn_shapes_caption"))
     st.caption(t("learn_variants_text"))
@@ -130,24 +126,16 @@ def heavy_action(button_key: str, label: str, compute):
     cancel.button(t("cancel"), key=f"{button_key}_cancel")  # pressing it reruns, which stops the run
     bar = st.progress(0.0, text=t("waiting_slot"))
     try:
-        with models.heavy_slot(session_id()):
+        with heavy_slot():
             return compute(bar)
-    except models.Busy:
+    except Busy:
         st.warning(t("busy"))
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(over_budget(error))
     finally:
         bar.empty()
         cancel.empty()
     return None
-
-
-def stored(key: tuple):
-    return models.shared()["views"].get(key)
-
-
-def store(key: tuple, value) -> None:
-    models.shared()["views"].put(key, value, RESULT_BYTES)
 
 
 def measured(d_model: int, n_heads: int, n_groups: int) -> int:
@@ -156,19 +144,11 @@ def measured(d_model: int, n_heads: int, n_groups: int) -> int:
     st.subheader(t("learn_measured"))
     seed_choice("learn_tokens", "tokens", LEARN_TOKENS, 128)
     n_tokens = st.select_slider(t("learn_tokens"), LEARN_TOKENS, key="learn_tokens", help=t("learn_tokens_help"))
-    key = ("learn_variants", d_model, n_heads, n_groups, n_tokens)
-    result = stored(key)
+    result = lessons.stored(workbench(), ("learn_variants", d_model, n_heads, n_groups, n_tokens))
     if result is None:
-        def compute(bar):
-            need = peak_bytes(d_model, n_heads, MEASURE_LAYERS, n_tokens, MEASURE_LENGTHS)
-            with models.reserve(need):
-                return compare(d_model, n_heads, n_groups, MEASURE_LAYERS, n_tokens, MEASURE_LENGTHS,
-                               MEASURE_REPEATS, progress=lambda done, total: bar.progress(
-                                   done / total, text=t("learn_measure_progress", done=done, total=total)))
-
-        result = heavy_action("learn_measure", t("learn_measure"), compute)
-        if result is not None:
-            store(key, result)
+        result = heavy_action("learn_measure", t("learn_measure"), lambda bar: lessons.measure_variants(
+            workbench(), d_model, n_heads, n_groups, n_tokens, progress=lambda done, total: bar.progress(
+                done / total, text=t("learn_measure_progress", done=done, total=total))))
     st.table(variant_rows(d_model, n_heads, n_groups, n_tokens, result))
     if result is None:
         st.caption(t("learn_not_measured"))
@@ -258,20 +238,12 @@ def conversion(model, source: str, text: str, usable: bool) -> int:
     g = st.select_slider(t("learn_groups"), choices, key="learn_groups")
     if not usable:
         return g
-    key = ("learn_conversion", source, text, g)
-    result = stored(key)
+    result = lessons.stored(workbench(), ("learn_conversion", source, text, g))
     if result is None:
-        def compute(bar):
-            enc = model.encode(text)
-            config = model.config
-            pooled = 2 * config.n_layers * config.d_model * g * config.dim_per_head * 4
-            with models.reserve(2 * models.trace_bytes(model, len(enc.ids)) + pooled, keep_model=source):
-                return conversion_distances(model.module, enc.ids, g, enc.type_ids)
-
-        result = heavy_action("learn_convert_run", t("learn_convert_run"), compute)
+        result = heavy_action("learn_convert_run", t("learn_convert_run"),
+                              lambda bar: lessons.conversion(workbench(), model, source, text, g))
         if result is None:
             return g
-        store(key, result)
     st.dataframe([{t("column_layer"): layer, t("learn_col_js_mean"): round(float(js), 4),
                    t("learn_col_js_max"): round(float(js_max), 4), t("learn_col_max_abs"): round(float(diff), 4)}
                   for layer, (js, js_max, diff) in enumerate(zip(result.js_mean, result.js_max, result.max_abs))],
@@ -291,18 +263,12 @@ def kv_groups(model, source: str, text: str, usable: bool) -> None:
         st.caption(t("learn_kv_mqa"))
     if not usable:
         return
-    key = ("learn_kv_groups", source, text)
-    result = stored(key)
+    result = lessons.stored(workbench(), ("learn_kv_groups", source, text))
     if result is None:
-        def compute(bar):
-            trace = models.run_text(source, text, None)
-            rows = slice(1, None) if model.config.causal else None
-            return group_distances(trace.attentions, trace.kv_group, rows=rows, permutations=PERMUTATIONS)
-
-        result = heavy_action("learn_kv_run", t("learn_kv_run"), compute)
+        result = heavy_action("learn_kv_run", t("learn_kv_run"),
+                              lambda bar: lessons.kv_group_distances(workbench(), model, source, text))
         if result is None:
             return
-        store(key, result)
     table = [{t("column_layer"): layer, t("learn_col_within"): _number(w), t("learn_col_across"): _number(a),
               t("learn_col_p"): _number(p)}
              for layer, (w, a, p) in enumerate(zip(result.within, result.across, result.p_value))]

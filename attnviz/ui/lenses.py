@@ -2,7 +2,7 @@
 
 explore.py calls `lens_switch` once per run (it returns the lens whose view the mosaic and the head
 detail draw), `mosaic_columns` on the mosaic figure it builds, `lens_head` and `query_key_view` inside
-the head detail fragment. The arrays come from ui/models.py (shared, under the memory budget); the
+the head detail fragment. The arrays come from attnviz/workbench/lenses.py (shared, under the memory budget); the
 arithmetic from attnviz.analysis.lenses and attnviz.analysis.query_key.
 """
 
@@ -15,9 +15,16 @@ from attnviz import plots
 from attnviz.analysis import lenses
 from attnviz.analysis.query_key import query_key
 from attnviz.analysis.views import token_labels
-from attnviz.ui import models
-from attnviz.ui.common import seed_from_url, session_id, t, write_url
+from attnviz.ui.common import (
+    heavy_slot,
+    seed_from_url,
+    t,
+    workbench,
+    write_url,
+)
 from attnviz.ui.escape import md
+from attnviz.workbench import Busy, OverBudget, shelf
+from attnviz.workbench import lenses as lens_store
 
 LENSES = list(lenses.LENSES)  # option values: "raw", "value", "rollout", "flow"
 PER_LAYER = ("rollout", "flow")  # one map per layer, drawn as a single head
@@ -53,7 +60,7 @@ def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
     if n > lenses.FLOW_MAX_TOKENS:
         st.warning(t("lens_flow_too_long", limit=lenses.FLOW_MAX_TOKENS, n=n))
         return False
-    if models.lens_attentions(source, text, text_b, "flow") is not None:
+    if lens_store.lens_attentions(workbench(), source, text, text_b, "flow") is not None:
         return True
     st.info(t("lens_flow_pending"))
     if not st.button(t("lens_flow_run"), key="lens_flow_run"):
@@ -62,13 +69,13 @@ def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
     cancel.button(t("cancel"), key="lens_flow_cancel")  # pressing it reruns, which stops the run
     bar = st.progress(0.0, text=t("waiting_slot"))
     try:
-        with models.heavy_slot(session_id()):
-            models.compute_flow(source, text, text_b, progress=lambda done, total: bar.progress(
+        with heavy_slot():
+            lens_store.compute_flow(workbench(), source, text, text_b, progress=lambda done, total: bar.progress(
                 done / total, text=t("lens_flow_progress", done=done, total=total)))
-    except models.Busy:
+    except Busy:
         st.warning(t("busy"))
         return False
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return False
     finally:
@@ -81,7 +88,7 @@ def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
 def peak_note(view_key: tuple) -> None:
     """Under the mosaic of unnormalised value weights: what the colours are relative to."""
     if len(view_key) > 5 and view_key[5] == "value" and not view_key[6]:
-        peak = models.lens_peak(*view_key)
+        peak = lens_store.lens_peak(workbench(), *view_key)
         if peak is not None:
             st.caption(t("lens_peak", peak=peak))
 
@@ -122,12 +129,13 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
         position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}")
         write_url(query=position)
         try:
-            recorded = models.query_keys(source, text, text_b, layer)
-        except models.OverBudget as error:
+            recorded = lens_store.query_keys(workbench(), source, text, text_b, layer)
+        except OverBudget as error:
             st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
             return
         view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, causal=info.causal)
-        rotary = t("qk_rotary") if getattr(models.model_for(source).config, "rope_theta", None) is not None else ""
+        config = shelf.model_for(workbench(), source).config
+        rotary = t("qk_rotary") if getattr(config, "rope_theta", None) is not None else ""
         st.caption(t("qk_caption", head=head, layer=layer, kv=view.kv_head, rotary=rotary, dim=view.head_dim))
         row = np.asarray(trace.attentions[layer, head, position], dtype=np.float64)
         st.caption(t("qk_check", diff=float(np.abs(view.probabilities - row).max())))

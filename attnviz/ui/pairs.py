@@ -10,12 +10,12 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis.pairs import align_texts, trace_difference
-from attnviz.interventions import effects
-from attnviz.interventions.preference import NOT_AVAILABLE, builtin_pairs, pair_from_texts, pair_preference
-from attnviz.ui import models
-from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, public_message, seed_from_url, t, write_url
+from attnviz.analysis.pairs import align_texts
+from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, public_message, seed_from_url, t, workbench, write_url
 from attnviz.ui.escape import md
+from attnviz.workbench import OverBudget
+from attnviz.workbench import pairs as pair_store
+from attnviz.workbench.pairs import NOT_AVAILABLE, builtin_pairs, pair_from_texts
 
 # Both sentences are run and compared on every change: a bound like the head detail's, far below the
 # page's 512 tokens, keeps the L x H x words x words difference and the preference's passes small.
@@ -65,8 +65,8 @@ def comparison(model, source: str, text: str, second: str) -> None:
         st.warning(t("minpair_same"))
         return
     try:
-        diff = difference_of(source, text, second)
-    except models.OverBudget as error:
+        diff = pair_store.difference(workbench(), source, text, second)
+    except OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return
     except ValueError as error:
@@ -92,19 +92,6 @@ def comparison(model, source: str, text: str, second: str) -> None:
     preference_section(model, source, text, second)
 
 
-def difference_of(source: str, text: str, second: str):
-    """The pair's PairDifference, computed once and shared like the views (both traces are the page's
-    shared, budgeted traces)."""
-    def compute():
-        trace_a, trace_b = models.run_text(source, text, None), models.run_text(source, second, None)
-        need = 3 * 8 * trace_a.n_layers * trace_a.n_heads * (len(trace_a.words) + len(trace_b.words)) ** 2
-        with models.reserve(need):
-            return trace_difference(trace_a, trace_b)
-
-    return models.shared_value(("minimal_pair", source, text, second), compute,
-                               lambda diff: diff.a.nbytes + diff.b.nbytes + diff.difference.nbytes)
-
-
 def _pair(text: str, second: str):
     """A built-in pair when the two sentences are one (its own prefix and words), else the typed pair."""
     for pair in _builtin().values():
@@ -118,13 +105,8 @@ def preference_section(model, source: str, text: str, second: str) -> None:
     try:
         pair = _pair(text, second)
 
-        def compute():
-            n_tokens = max(len(model.encode(s).ids) for s in (text, second))
-            with models.reserve(effects.scan_bytes(model, n_tokens, 1)):
-                return pair_preference(model, pair)
-
-        result = models.shared_value(("minimal_pair_preference", source, text, second), compute, lambda r: 1024)
-    except models.OverBudget as error:
+        result = pair_store.preference(workbench(), model, source, pair, text, second)
+    except OverBudget as error:
         st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
         return
     except ValueError as error:

@@ -2,7 +2,7 @@
 source sentence and its translation (the model's own greedy one, or a target the visitor types).
 
 Bounded work for a public host: source and target at most MAX_TOKENS tokens each, greedy decoding at most
-MAX_NEW_TOKENS steps, every run under `models.reserve` and in the heavy-work slot, traces shared through the
+MAX_NEW_TOKENS steps, every run under the workbench's budget and in the heavy-work slot, traces shared through the
 process's trace store.
 """
 
@@ -16,38 +16,36 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.alignment import alignment, best_source_words
-from attnviz.loaded.seq2seq import LoadedSeq2Seq
-from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
-from attnviz.ui import models
 from attnviz.ui.common import (
     guarded,
+    heavy_slot,
     language_switch,
     load_failure,
     plot_text,
     public_message,
     restore_from_url,
     seed_from_url,
-    session_id,
     t,
+    workbench,
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.workbench import Busy, OverBudget, shelf, traces
+from attnviz.workbench import translate as translations
+from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
+from attnviz.workbench.translate import MAX_TOKENS
 
 PRESETS = [RANDOM_MARIAN_NAME, "Helsinki-NLP/opus-mt-en-zh", "Helsinki-NLP/opus-mt-zh-en", "Helsinki-NLP/opus-mt-en-de"]
 KINDS = ("cross", "encoder", "decoder")
 MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
-MAX_TOKENS = 128  # source and target tokens
-MAX_NEW_TOKENS = 64  # greedy decoding steps
 LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
 EXAMPLE = "The keys to the cabinet are on the table."
 PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
 
 
-@st.cache_resource(show_spinner=False)
-def load_random_marian() -> LoadedSeq2Seq:
+def load_random_marian():
     """The offline, untrained translation model (44.7M parameters, 179 MB), once per process."""
-    with models.reserve(200_000_000):
-        return random_marian(max_tokens=MAX_TOKENS)
+    return shelf.untrained_translator(workbench())
 
 
 def pick_model() -> str:
@@ -63,7 +61,7 @@ def pick_model() -> str:
     return (st.session_state.get("translate_custom") or "").strip() or st.session_state["translate_preset"]
 
 
-def get_model(name: str) -> tuple[LoadedSeq2Seq, str]:
+def get_model(name: str) -> tuple[object, str]:
     """The translation model for `name`; on any failure (offline hub, not a Marian model) a message and the
     untrained offline model, which is always at hand."""
     if name == RANDOM_MARIAN_NAME:
@@ -71,13 +69,13 @@ def get_model(name: str) -> tuple[LoadedSeq2Seq, str]:
     failures = st.session_state.setdefault("translate_failures", {})
     if name not in failures:
         try:
-            model = models.cached_model(name)
+            model = shelf.cached_model(workbench(), name)
             if model is None:
-                source = models.check_source(name)
+                source = shelf.check_source(name)
                 with st.sidebar.status(t("loading_model", name=md(name)), expanded=False) as status:
-                    model = models.load_model(source)
+                    model = shelf.load_model(workbench(), source)
                     status.update(label=md(name), state="complete")
-            if isinstance(model, LoadedSeq2Seq):
+            if shelf.is_seq2seq(model):
                 return model, name
             failures[name] = t("translate_not_seq2seq", name=md(name))
         except Exception as error:  # every failure is a message (load_failure logs the unforeseen ones)
@@ -87,27 +85,13 @@ def get_model(name: str) -> tuple[LoadedSeq2Seq, str]:
     return load_random_marian(), RANDOM_MARIAN_NAME
 
 
-def trace_need(model: LoadedSeq2Seq) -> int:
-    """Peak bytes of one bounded run: the three attention kinds in float32, and the activations."""
-    c = model.config
-    n = MAX_TOKENS + 1
-    return 4 * c.n_heads * n * n * (c.encoder_layers + 2 * c.decoder_layers) + 8 * n * c.d_ff * 4 + 16_000_000
-
-
-def run_translation(model: LoadedSeq2Seq, name: str, source: str, target: str, language: str | None):
+def run_translation(model, name: str, source: str, target: str, language: str | None):
     """The trace, shared by every session through the trace store; computed in the heavy-work slot."""
-    key = ("translate", name, source, target, language)
-    store = models.shared()["traces"]
-    trace = store.get(key)
+    trace = translations.cached_translation(workbench(), name, source, target, language)
     if trace is not None:
         return trace
-    with st.spinner(t("translate_running")):
-        with models.heavy_slot(session_id()), models.reserve(trace_need(model), keep_model=name):
-            trace = model.run(source, target or None, language_code=language, max_new_tokens=MAX_NEW_TOKENS,
-                              max_tokens=MAX_TOKENS)
-    nbytes = sum(a.nbytes for a in (trace.attentions, trace.decoder_attentions, trace.cross_attentions))
-    store.put(key, trace, nbytes)
-    return trace
+    with st.spinner(t("translate_running")), heavy_slot():
+        return translations.translation(workbench(), model, name, source, target, language)
 
 
 def attention_of(trace, kind: str) -> tuple[np.ndarray, list[str], list[str]]:
@@ -154,10 +138,10 @@ def render() -> None:
         return
     try:
         trace = run_translation(model, shown, source, target.strip(), language)
-    except models.Busy:
+    except Busy:
         st.warning(t("busy"))
         return
-    except models.OverBudget as error:
+    except OverBudget as error:
         st.error(t("over_budget", name=md(shown), need=error.need / 1e9, budget=error.budget / 1e9,
                    used=error.used / 1e9))
         return
@@ -187,7 +171,7 @@ def views(trace, name: str) -> None:
     attentions, rows, cols = attention_of(trace, kind)
     n_layers, n_heads = attentions.shape[:2]
     text = dataclasses.replace(plot_text(), open_head=t("translate_pick_below"))
-    figure = models.cached_figure(
+    figure = traces.figure(workbench(),
         # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
         ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
          trace.generated, kind, text),

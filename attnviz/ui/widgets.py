@@ -15,13 +15,16 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     """Pick a source and a target word of the trace; show every head ranked by word-level attention from
     source to target (docs/architecture.md word rule). Returns the full ranking ([] until two words are chosen)."""
     words = trace.words
-    if len(words) < 2:
+    # Only words that have tokens, at most one a token: a truncated 4 MB text has millions of words, and
+    # sending them all as options crashed the browser tab.
+    choices = sorted({word for word in trace.word_of_token if word is not None})
+    if len(choices) < 2:
         return []
     label = lambda i: f"{i}: {words[i]}"  # noqa: E731
     cols = st.columns(2)
-    source = cols[0].selectbox(t("source_word"), range(len(words)), format_func=label,
+    source = cols[0].selectbox(t("source_word"), choices, format_func=label,
                                key=f"{key_prefix}_source", index=None)
-    target = cols[1].selectbox(t("target_word"), range(len(words)), format_func=label,
+    target = cols[1].selectbox(t("target_word"), choices, format_func=label,
                                key=f"{key_prefix}_target", index=None)
     if source is None or target is None:
         return []

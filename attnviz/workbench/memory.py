@@ -8,6 +8,10 @@ resident memory, so it counts everything: models, traces, per-session state, upl
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import gc
 import os
 import threading
 from collections import OrderedDict
@@ -116,3 +120,26 @@ class ByteStore:
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._items
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc keeps them otherwise), so that
+    resident memory, which the budget is checked against, follows what is really held."""
+    gc.collect()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc():
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.malloc_trim  # glibc only  # noqa: B018
+        return libc
+    return None
+
+
+_LIBC = _libc()

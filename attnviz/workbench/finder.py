@@ -1,0 +1,55 @@
+"""The Head Finder's computations: every head scored on a set of probe items (analysis.score_model, the
+numbers of `python -m attnviz probe`), and the traces of the examples it shows, both under the budget."""
+
+from __future__ import annotations
+
+import contextlib
+
+from attnviz.analysis import score_model, to_json
+from attnviz.workbench.shared import Workbench
+from attnviz.workbench.traces import nbytes, trace_bytes
+
+# Memory one scoring batch may take: texts are batched by length, so the batch size follows the longest.
+BATCH_BYTES = 200_000_000
+EXAMPLE_BATCH = 8  # example traces run at once
+
+
+def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: bool = False,
+          progress=None) -> dict:
+    """The docs/architecture.md JSON block of this relation; the caller holds the heavy-work slot."""
+    texts = sorted({item.text for item in items}, key=len)
+    longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
+    batch_size = max(1, min(32, BATCH_BYTES // trace_bytes(model, longest)))
+    with bench.reserve(BATCH_BYTES, keep_model=name):
+        scores = score_model(model, items, batch_size=batch_size, progress=progress, sink_aware=sink_aware)
+    return to_json(name, scores)["relations"][relation]
+
+
+def example_traces(bench: Workbench, model, name: str, items, hold=contextlib.nullcontext) -> list:
+    """Float32 traces of the example items (the precision they were scored in, so an example's verdict is the
+    score's), run in small batches under the budget and shared through the trace store. `hold()` is entered
+    only when some must be run (the page's heavy-work slot)."""
+    traces, missing = {}, []
+    for item in items:
+        held = bench.traces.get(("example", name, item.text))
+        if held is None:
+            missing.append(item.text)
+        else:
+            traces[item.text] = held
+    missing = list(dict.fromkeys(missing))
+    if missing:
+        with hold():
+            _run_examples(bench, model, name, missing, traces)
+    return [traces[item.text] for item in items]
+
+
+def _run_examples(bench: Workbench, model, name: str, missing: list[str], traces: dict) -> None:
+    for start in range(0, len(missing), EXAMPLE_BATCH):
+        batch = missing[start:start + EXAMPLE_BATCH]
+        longest = max(len(e.ids) for e in model.tokenizer.encode_batch(batch))
+        # the padded float32 batch and the per-text slices cut from it
+        with bench.reserve(2 * len(batch) * trace_bytes(model, longest), keep_model=name):
+            for text, held in zip(batch, model.run_batch(batch)):
+                held.attentions.setflags(write=False)
+                bench.traces.put(("example", name, text), held, nbytes(held))
+                traces[text] = held

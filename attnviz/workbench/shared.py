@@ -1,0 +1,84 @@
+"""The Workbench: what every visitor's request goes through. It holds the byte-bounded stores of models,
+traces and views, the memory budget's reservations and the heavy-work slots, shared by every session of
+the process (the app keeps one in `st.cache_resource`). Results are keyed by plain values (model source,
+texts, options), so two visitors asking for the same thing share one computed value."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Hashable
+
+from attnviz.workbench.memory import ByteStore, memory_budget, process_rss, release_memory
+from attnviz.workbench.slots import HeavySlots
+
+# Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
+TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
+
+
+class OverBudget(Exception):
+    """What was asked for does not fit the memory budget, even with every cache emptied."""
+
+    def __init__(self, need: int, budget: int, used: int) -> None:
+        self.need, self.budget, self.used = need, budget, used
+        super().__init__(f"needs {need / 1e9:.2f} GB; budget {budget / 1e9:.1f} GB, {used / 1e9:.2f} GB in use")
+
+
+class Workbench:
+    def __init__(self, budget: int | None = None, rss: Callable[[], int] = process_rss) -> None:
+        self.budget = memory_budget() if budget is None else budget
+        self.rss = rss  # the process's resident bytes; a test passes its own
+        self.models = ByteStore(self.budget)
+        self.traces = ByteStore(int(TRACE_SHARE * self.budget))
+        self.views = ByteStore(int(VIEW_SHARE * self.budget))
+        self.slots = HeavySlots()
+        self.reserved = 0
+        self._guard = threading.Lock()
+        self._load_locks: dict[Hashable, threading.Lock] = {}
+        self.fixtures: dict[Hashable, object] = {}  # the untrained fallback models, never evicted
+        # What a visitor typed -> the model store's key (shelf.load_model); bounded, since names are typed.
+        self.model_keys = ByteStore(1_000_000)
+
+    @contextlib.contextmanager
+    def reserve(self, need: int, keep_model: Hashable | None = None):
+        """Hold `need` bytes of the budget while the block computes; evict the oldest views, traces and
+        models (never `keep_model`) until they fit; OverBudget when even that is not enough."""
+        keep_model = self.model_keys.get(keep_model) or keep_model
+        with self._guard:
+            while self.rss() + self.reserved + need > self.budget:
+                if not (self.views.evict_oldest() or self.traces.evict_oldest() or self._evict_model(keep_model)):
+                    raise OverBudget(need, self.budget, self.rss() + self.reserved)
+                release_memory()
+            self.reserved += need
+        try:
+            yield
+        finally:
+            with self._guard:
+                self.reserved -= need
+
+    def free_bytes(self) -> int:
+        """What is left of the budget now, before any eviction."""
+        return self.budget - self.rss() - self.reserved
+
+    def _evict_model(self, keep: Hashable | None) -> bool:
+        """Drop the oldest model other than `keep` (sessions using it reload it on their next run)."""
+        held = [key for key in self.models.keys() if key != keep]
+        if not held:
+            return False
+        self.models.discard(held[0])
+        return True
+
+    def load_lock(self, key: Hashable) -> threading.Lock:
+        """One lock per model source: a second visitor asking for a model being loaded waits for that load,
+        while a long download of one model never blocks visitors of another."""
+        with self._guard:
+            return self._load_locks.setdefault(key, threading.Lock())
+
+    def shared_value(self, key: tuple, compute: Callable[[], object], nbytes: Callable[[object], int]):
+        """The value the views store holds under `key`: computed by `compute()` the first time, then shared by
+        every caller as it is (arrays read-only), with `nbytes(value)` counted against the store."""
+        value = self.views.get(key)
+        if value is None:
+            value = compute()
+            self.views.put(key, value, nbytes(value))
+        return value

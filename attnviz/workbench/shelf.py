@@ -1,0 +1,183 @@
+"""Models under the budget: which sources the app offers and accepts, each loaded once for every visitor,
+and Hugging Face's reference model for the parity check."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from pathlib import Path
+
+import torch
+
+import attnviz
+from attnviz.loaded import LoadedSeq2Seq
+from attnviz.loading import ModelTooLarge, load_bytes
+from attnviz.loading.offline import OFFLINE_MODELS, offline_path
+from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
+from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
+from attnviz.loading.size import checkpoint_bytes
+
+# The pages read SourceRefused, ModelTooLarge and RANDOM_MODEL_NAME from here: they import no loading code.
+from attnviz.loading.sources import AppSource, SourceRefused, allowed_model_dirs, app_source  # noqa: F401
+from attnviz.workbench.memory import release_memory
+from attnviz.workbench.shared import Workbench
+
+# Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
+# every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
+# page redrew (measured with benchmarks/bench_explore.py).
+torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
+
+PRESETS = [
+    "sentence-transformers/all-MiniLM-L6-v2",
+    "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "bert-base-uncased",
+    "distilbert-base-uncased",
+    "roberta-base",
+    "gpt2",
+    "HuggingFaceTB/SmolLM2-135M",
+    "Qwen/Qwen2.5-0.5B",
+    "bert-base-chinese",
+    RANDOM_MODEL_NAME,  # untrained, for comparison: what attention looks like before learning
+]
+# Suggested when a text is mostly [UNK] for the current vocabulary.
+WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+MAX_TOKENS = 512
+RANDOM_MARIAN_BYTES = 200_000_000  # the untrained translation model: 44.7M parameters, 179 MB
+RANDOM_MARIAN_TOKENS = 128
+
+
+def is_seq2seq(model) -> bool:
+    """An encoder-decoder (the Translate page's), not a model the Explore page draws."""
+    return isinstance(model, LoadedSeq2Seq)
+
+
+def default_model() -> str:
+    """The first preset that works without network (the offline packages), else the first preset."""
+    for model_id in OFFLINE_MODELS:
+        if offline_path(model_id) is not None:
+            return model_id
+    return PRESETS[0]
+
+
+def allow_random_fallback() -> bool:
+    """Never in CI: there a missing pretrained model must fail loudly, not turn into random weights."""
+    return os.environ.get("CI", "").lower() not in ("1", "true")
+
+
+def check_source(text: str) -> AppSource:
+    """The source a visitor may load (attnviz.loading.sources.app_source); SourceRefused otherwise."""
+    return app_source(text, allowed_model_dirs())
+
+
+@functools.lru_cache(maxsize=64)
+def hub_load_bytes(hub_id: str) -> int:
+    """Bytes loading a hub model takes, from its config.json alone, before any weight is downloaded.
+    Raises OSError when the hub cannot be reached (reported by the caller; errors are not cached)."""
+    from attnviz.loading import hf
+
+    return load_bytes(hf.read_config(hub_id))
+
+
+def cached_model(bench: Workbench, name: str):
+    """The loaded model `name` names, or None (not loaded, or a source the app refuses)."""
+    key = bench.model_keys.get(name)
+    return None if key is None else bench.models.get(key)
+
+
+def source_load_bytes(source: AppSource) -> int:
+    """Peak bytes of loading `source`, before any weight is read: a hub model's from its config.json; a local
+    or offline one's from its weight files' headers, taken twice (our float32 module, and the checkpoint
+    held while converting; a GGUF file counts dequantised). A folder without safetensors needs nothing here:
+    `attnviz.load` refuses it."""
+    if source.from_hub:
+        return hub_load_bytes(source.location)
+    path = offline_path(source.location) or Path(source.location)
+    return 2 * (checkpoint_bytes(path) or 0)
+
+
+def load_model(bench: Workbench, source: AppSource, progress=None):
+    """The model for `source`, loaded once for every visitor and every spelling of its path (the store is
+    keyed by `source.key`); `progress(stage)` hears a real load."""
+    model = bench.models.get(source.key)
+    if model is not None:
+        bench.model_keys.put(source.name, source.key, len(source.key))
+        return model
+    with bench.load_lock(source.key):  # a second visitor asking for the same model waits for the first load
+        model = bench.models.get(source.key)
+        if model is None:
+            # The size is known before any weight is read (source_load_bytes); `attnviz.load` checks its own
+            # estimate against what is left and refuses a model that does not fit: then make room for what
+            # it said it needs, and try once more.
+            need = source_load_bytes(source)
+            try:
+                model = _load_within(bench, source, need, progress)
+            except ModelTooLarge as error:
+                model = _load_within(bench, source, error.need, progress)
+            # A GGUF load leaves ~450 MB of freed dequantisation buffers in glibc's heap (SmolLM2: RSS +952
+            # MB for 538 MB of parameters, +498 MB once trimmed): hand them back.
+            release_memory()
+            bench.models.put(source.key, model, parameter_bytes(model.module))
+    bench.model_keys.put(source.name, source.key, len(source.key))
+    return model
+
+
+def parameter_bytes(module) -> int:
+    """What a loaded model holds, as the model store counts it."""
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def _load_within(bench: Workbench, source: AppSource, need: int, progress):
+    with bench.reserve(need):
+        limit = bench.free_bytes() + need
+        model = attnviz.load(source.location, max_tokens=MAX_TOKENS, progress=progress, from_hub=source.from_hub,
+                             memory_limit=limit)
+    # Pages show the model by what the visitor typed, never by the server path it resolved to.
+    model.info = dataclasses.replace(model.info, name=source.name)
+    return model
+
+
+def random_encoder(bench: Workbench):
+    """The labelled untrained model (a byte tokenizer), once per process."""
+    return _random(bench, RANDOM_MODEL_NAME, random_model, 0)
+
+
+def untrained_translator(bench: Workbench):
+    """The offline, untrained translation model of the original Transformer's size, once per process."""
+    return _random(bench, RANDOM_MARIAN_NAME, lambda: random_marian(max_tokens=RANDOM_MARIAN_TOKENS),
+                   RANDOM_MARIAN_BYTES)
+
+
+def _random(bench: Workbench, key, build, need: int):
+    # Kept beside the store: these are the fallbacks when nothing else fits, so they are never evicted.
+    held = bench.fixtures.get(key)
+    if held is None:
+        with bench.load_lock(key):
+            held = bench.fixtures.get(key)
+            if held is None:
+                with bench.reserve(need):
+                    held = bench.fixtures.setdefault(key, build())
+    return held
+
+
+def model_for(bench: Workbench, name: str):
+    return random_encoder(bench) if name == RANDOM_MODEL_NAME else load_model(bench, check_source(name))
+
+
+def reference_for(bench: Workbench, model, progress=None):
+    """Hugging Face's eager model on the same weights (the parity reference), held in the model store
+    so that it counts against the budget and is the first to go when memory is short."""
+    from attnviz.loading import hf
+
+    key = ("reference", model.info.path)
+    reference = bench.models.get(key)
+    if reference is None:
+        # HF holds its dequantized checkpoint beside the model while it loads.
+        need = 2 * (checkpoint_bytes(Path(model.info.path)) or 0)
+        with bench.reserve(need, keep_model=model.info.name):
+            if progress is not None:
+                progress(f"loading the Hugging Face reference of {model.info.name}")
+            reference = hf.reference_model(model.info.path)
+            release_memory()
+        bench.models.put(key, reference, parameter_bytes(reference))
+    return reference

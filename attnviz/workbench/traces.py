@@ -1,0 +1,85 @@
+"""Traces and the views the Explore page draws from them, computed once per (model, texts, options) and
+shared by every visitor, each under the memory budget."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from attnviz.analysis.views import attention_view
+from attnviz.workbench.memory import trim_heap
+from attnviz.workbench.shared import Workbench
+from attnviz.workbench.shelf import model_for
+
+
+def trace_bytes(model, n_tokens: int) -> int:
+    """Peak bytes of one run: the float32 probabilities, and the float16 copy the store keeps."""
+    info = model.info
+    return info.n_layers * info.n_heads * n_tokens * n_tokens * (4 + 2) + 4 * n_tokens * model.config.d_model
+
+
+def compact(trace):
+    """The app's copy of a trace: attentions in float16 (display needs no more: 3 significant digits;
+    the NPZ export recomputes float32) and every array read-only, since sessions share it."""
+    attentions = torch.from_numpy(trace.attentions).to(torch.float16).numpy()  # 3x faster than numpy's cast
+    attentions.setflags(write=False)
+    if trace.hidden is not None:
+        trace.hidden.setflags(write=False)
+    return dataclasses.replace(trace, attentions=attentions)
+
+
+def nbytes(trace) -> int:
+    return trace.attentions.nbytes + (trace.hidden.nbytes if trace.hidden is not None else 0)
+
+
+def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
+    """The shared, compact trace of one text (computed once, while it fits the budget)."""
+    key = (name, text, text_pair)
+    held = bench.traces.get(key)
+    if held is None:
+        model = model_for(bench, name)
+        n_tokens = len(model.encode(text, text_pair).ids)
+        with bench.reserve(trace_bytes(model, n_tokens), keep_model=name):
+            held = compact(model.run(text, text_pair))
+            trim_heap()  # the float32 probabilities just freed
+        bench.traces.put(key, held, nbytes(held))
+    return held
+
+
+def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
+         lens: str = "raw", normalise: bool = True):
+    """The attention view the page draws (analysis.views.attention_view), shared like the trace; a `lens`
+    other than "raw" is applied to the token-level weights first (workbench.lenses.lens_view)."""
+    if lens != "raw":
+        from attnviz.workbench.lenses import lens_view
+
+        return lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise)
+    held = trace(bench, name, text, text_pair)
+    if level == "token" and not hide_special:
+        return attention_view(held, level, False)  # the trace's own array, no copy
+
+    def make():
+        with bench.reserve(held.attentions.nbytes):
+            made = attention_view(held, level, hide_special)
+        made.attentions.setflags(write=False)
+        return made
+
+    return bench.shared_value((name, text, text_pair, level, hide_special), make, lambda v: v.attentions.nbytes)
+
+
+def full_trace(bench: Workbench, model, text: str, text_pair: str | None):
+    """A float32 trace for the full-precision exports, computed on demand within the budget."""
+    with bench.reserve(trace_bytes(model, len(model.encode(text, text_pair).ids))):
+        return model.run(text, text_pair)
+
+
+def figure(bench: Workbench, key: tuple, build):
+    """A figure built once per key (the mosaic: pooling 70 M weights of a 512-token SmolLM2 trace is
+    the costly part of a rerun), shared read-only like the views."""
+    return bench.shared_value(("figure", *key), build, figure_bytes)
+
+
+def figure_bytes(built) -> int:
+    return sum(np.asarray(part.z).nbytes for part in built.data if getattr(part, "z", None) is not None)
