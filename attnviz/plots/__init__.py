@@ -45,6 +45,7 @@ from attnviz.plots.colors import (
 from attnviz.plots.grids import score_grid
 from attnviz.plots.head import HEAD_VIEW_LEVELS, causal_blocked, head_heatmap, head_view
 from attnviz.plots.mosaic import model_view
+from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure, probe_figure, score_figure
 from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
 from attnviz.plots.query_key import query_key_bars, query_key_products
@@ -54,7 +55,8 @@ from attnviz.plots.text import ENGLISH, PlotText, escape_label
 __all__ = [
     "COLORSCALES", "DIFFERENCE_COLORS", "DIVIDER_LINES", "ENGLISH", "FOCUS_COLOR", "GROUP_COLORS", "HEAD_VIEW_LEVELS",
     "HIGHLIGHT_COLOR", "IN_COLOR", "LINE_COLOR", "MASK_COLOR", "MOSAIC_CELLS", "MOSAIC_GAP", "MOSAIC_LEVELS",
-    "MOSAIC_TICKS", "NEGATIVE_COLOR", "POSITIVE_COLOR", "PlotText", "causal_blocked", "difference_heatmap",
-    "escape_label", "head_heatmap", "head_view", "model_view", "mosaic", "pool_edges", "pool_tiles", "pooled_size",
-    "quantize", "query_key_bars", "query_key_products", "score_grid", "tile_cells",
+    "MOSAIC_TICKS", "NEGATIVE_COLOR", "POSITIVE_COLOR", "PlotText", "causal_blocked", "detector_figures",
+    "difference_heatmap", "escape_label", "head_figure", "head_heatmap", "head_view", "model_view", "mosaic",
+    "mosaic_figure", "pool_edges", "pool_tiles", "pooled_size", "probe_figure", "quantize", "query_key_bars",
+    "query_key_products", "score_figure", "score_grid", "tile_cells",
 ]
