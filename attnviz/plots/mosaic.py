@@ -1,0 +1,158 @@
+"""The model view: every layer and head of one input in one heatmap mosaic (the Explore page's figure)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.plots.colors import (
+    GROUP_COLORS,
+    HIGHLIGHT_COLOR,
+    MOSAIC_GAP,
+    MOSAIC_LEVELS,
+    MOSAIC_TICKS,
+    dense_stops,
+    quantize,
+    resolve_colorscale,
+    unscaled,
+)
+from attnviz.plots.pooling import mosaic, pooled_labels, pooled_size, tile_cells
+from attnviz.plots.shapes import rect
+from attnviz.plots.text import ENGLISH, PlotText
+
+
+def _axis_labels(names: list[str], cell_labels: list[str], tile: int, prefix: str) -> list[str]:
+    """Unique category per mosaic row (or column): "<name> <prefix> <token>", gaps "(name|next)".
+
+    Hover reads these per-row and per-column strings, so a cell's hover names its layer, head and
+    tokens without any per-cell array.
+    """
+    labels = []
+    for k, name in enumerate(names):
+        labels.extend(f"{name} {prefix} {cell}" for cell in cell_labels[:tile])
+        if k + 1 < len(names):
+            labels.append(f"(gap {name} | {names[k + 1]})")
+    return labels
+
+
+def _check_kv_group(kv_group: list[int] | None, n_heads: int) -> tuple[list[int], bool]:
+    """Head order with KV groups contiguous, and whether groups are shared (MQA/GQA) so worth marking."""
+    if kv_group is None:
+        return list(range(n_heads)), False
+    if len(kv_group) != n_heads:
+        raise ValueError(f"kv_group has {len(kv_group)} entries for {n_heads} heads: {list(kv_group)}")
+    order = [int(h) for h in np.argsort(np.asarray(kv_group), kind="stable")]
+    return order, len(set(kv_group)) < n_heads
+
+
+def model_view(
+    attentions: np.ndarray,
+    kv_group: list[int] | None = None,
+    max_cells: int | None = None,
+    highlight: list[tuple[int, int]] | None = None,
+    row_labels: list[str] | None = None,
+    col_labels: list[str] | None = None,
+    colorscale: str | list = "default",
+    scale: str = "linear",
+    text: PlotText = ENGLISH,
+) -> go.Figure:
+    """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
+
+    One heatmap renders about 10x faster than a make_subplots grid (docs/architecture.md). Tiles are
+    pooled (`pool_tiles`: mean over rows of the sum over columns) to at most max_cells x max_cells, by
+    default `tile_cells`, which bounds the figure's size; z is uint8 percent (see MOSAIC_LEVELS) on one
+    absolute scale, not per-tile maxima, so colours compare across heads and the hover can print the
+    weight. `scale` ("linear", "power", "log") bends the colour scale, not z, so the hover stays exact.
+    `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with
+    bands; `highlight` outlines (layer, head) tiles. `layout.meta` records pooling and the encoding.
+    `text` gives the visible words; the axis categories stay English ("L0 from 3:the", "mean to 2:a").
+    """
+    a = np.asarray(attentions)
+    if a.ndim != 4:
+        raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
+    n_layers, n_heads, n_rows, n_cols = a.shape
+    max_cells = tile_cells(n_layers, n_heads) if max_cells is None else max_cells
+    order, mark_groups = _check_kv_group(kv_group, n_heads)
+    row_labels = [str(i) for i in range(n_rows)] if row_labels is None else list(row_labels)
+    if col_labels is None:
+        col_labels = row_labels if n_cols == n_rows else [str(j) for j in range(n_cols)]
+    if len(row_labels) != n_rows or len(col_labels) != n_cols:
+        raise ValueError(f"{len(row_labels)} row / {len(col_labels)} column labels for "
+                         f"T={n_rows}, S={n_cols}")
+    t, s = pooled_size(n_rows, max_cells), pooled_size(n_cols, max_cells)
+    pooled = (t, s) != (n_rows, n_cols)
+
+    z = quantize(mosaic(a, max_cells, order))
+    layer_names = [f"L{i}" for i in range(n_layers)] + ["mean"]
+    head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + ["mean"]
+    y = _axis_labels(layer_names, pooled_labels(row_labels, max_cells), t, "from")
+    x = _axis_labels(head_names, pooled_labels(col_labels, max_cells), s, "to")
+    layer_ticktext, head_ticktext = layer_names[:-1] + [text.mean], head_names[:-1] + [text.mean]
+
+    top = resolve_colorscale(colorscale)
+    if isinstance(top, str):
+        raise TypeError(f"model_view needs a COLORSCALES key or a stop list, got {colorscale!r}")
+    # Real values 0..100 fill [0, 100/101]; the gap value 101 sits at 1, past a transparent step.
+    edge = (MOSAIC_LEVELS + 0.5) / MOSAIC_GAP
+    colors = [[unscaled(p, scale) * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in dense_stops(top)]
+    colors += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
+    ticks = MOSAIC_TICKS[scale]
+    what = text.pooled_weight if pooled else text.weight
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=colors, hoverongaps=False,
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
+        colorbar={"title": text.attention, "tickvals": [v * MOSAIC_LEVELS for v in ticks],
+                  "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300, "yanchor": "top", "y": 1},
+    ))
+    layer_ticks = [y[k * (t + 1) + t // 2] for k in range(n_layers + 1)]
+    head_ticks = [x[k * (s + 1) + s // 2] for k in range(n_heads + 1)]
+    shapes, annotations = [], []
+    if mark_groups:
+        for g_index, g in enumerate(dict.fromkeys(kv_group[h] for h in order)):
+            cols = [k for k, h in enumerate(order) if kv_group[h] == g]
+            x0, x1 = cols[0] * (s + 1) - 0.5, cols[-1] * (s + 1) + s - 0.5
+            color = GROUP_COLORS[g_index % len(GROUP_COLORS)]
+            # Pixel-sized bands just above the plot area, whatever the figure's height.
+            shapes.append(rect(x0, x1, 4, 18, yref="paper", fillcolor=color, name=f"kv{g}", line={"width": 0},
+                                ysizemode="pixel", yanchor=1))
+            annotations.append({"x": (x0 + x1) / 2, "y": 1, "xref": "x", "yref": "paper", "yshift": 28,
+                                "text": f"kv{g}", "showarrow": False, "font": {"size": 12, "color": "#222"}})
+    for layer, head in highlight or []:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"highlight ({layer}, {head}) outside {n_layers} layers x {n_heads} heads")
+        col, row = order.index(head) * (s + 1), layer * (t + 1)
+        shapes.append(rect(col - 0.5, col + s - 0.5, row - 0.5, row + t - 0.5,
+                            name=f"highlight L{layer} H{head}"))
+    # Clicking a heatmap cell gives st.plotly_chart no selection (streamlit issue 8760), so one invisible
+    # point per tile, carrying (layer, head), is what a click selects.
+    tiles = [(layer, head) for layer in range(n_layers) for head in order]
+    fig.add_trace(go.Scatter(
+        x=[head_ticks[order.index(head)] for _, head in tiles], y=[layer_ticks[layer] for layer, _ in tiles],
+        customdata=[list(tile) for tile in tiles],  # plain lists: typed arrays reach st.plotly_chart as dicts
+        mode="markers", name="select a head", showlegend=False,
+        # The point sits at the tile's centre, where it takes the hover: it names the head it opens.
+        hovertemplate=f"L%{{customdata[0]}} H%{{customdata[1]}}: {text.open_head}<extra></extra>",
+        # plotly's own selection styling marks the clicked head, with no figure sent again.
+        marker={"size": 14, "opacity": 0, "symbol": "circle-open", "color": HIGHLIGHT_COLOR,
+                "line": {"width": 3}},
+        selected={"marker": {"opacity": 1}}, unselected={"marker": {"opacity": 0}},
+    ))
+    # Wide mosaics get square cells (their height follows a ~900 px width). Tall ones (many layers, few
+    # heads: SmolLM2 has 30 x 9) would leave a square-cell plot narrow and centred in a tall figure, so
+    # their cells stretch to the width and the height is capped.
+    square = len(y) <= len(x)
+    cell = min(12.0, 900 / len(x)) if square else 4.0
+    yaxis_scale = {"scaleanchor": "x", "constrain": "domain"} if square else {}
+    fig.update_layout(
+        shapes=shapes, annotations=annotations,
+        height=int(min(2400, max(320, cell * len(y) + 140))),
+        margin={"t": 70 if mark_groups else 40, "l": 60, "r": 20, "b": 50},
+        # Fixed ranges: the pick points' markers would otherwise pad the autorange with empty space.
+        xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_ticktext, "showgrid": False,
+               "range": [-0.5, len(x) - 0.5]},
+        yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_ticktext, "showgrid": False,
+               "range": [len(y) - 0.5, -0.5], **yaxis_scale},
+        meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
+              "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP, "scale": scale},
+    )
+    return fig
