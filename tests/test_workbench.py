@@ -110,3 +110,84 @@ def test_the_workbench_runs_where_streamlit_cannot_be_imported():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["ok", "1", "1"]
+
+
+EXPORT_PEAK = """
+import sys
+import numpy as np
+from attnviz.analysis.export import trace_json, trace_npz
+from attnviz.trace import AttentionTrace
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+kind, n_layers, n_heads, n = sys.argv[1], 4, 8, 384
+a = np.random.default_rng(0).random((n_layers, n_heads, n, n), dtype=np.float32)
+a /= a.sum(-1, keepdims=True)
+labels = [f"t{i}" for i in range(n)]
+trace = AttentionTrace(tokens=labels, offsets=[(i, i + 1) for i in range(n)], sequence_ids=[0] * n,
+                       input_ids=list(range(n)), attentions=a, kv_group=list(range(n_heads)), words=labels,
+                       word_of_token=list(range(n)), truncated=False, texts=("x",))
+before = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")  # the high-water mark starts again from here
+out = (trace_json if kind == "json" else trace_npz)(trace)
+kept = out.encode() if isinstance(out, str) else out  # the bytes Streamlit keeps for the download
+print((status("VmHWM") - before) / a.size)
+"""
+
+
+@pytest.mark.parametrize("kind", ["npz", "json"])
+def test_export_estimate_covers_the_measured_peak(kind):
+    """The export's reservation (workbench.traces.EXPORT_BYTES_PER_CELL, beside the trace itself) against the
+    peak resident memory of building it (VmHWM), in a fresh process."""
+    from attnviz.workbench.traces import EXPORT_BYTES_PER_CELL
+
+    done = subprocess.run([sys.executable, "-c", EXPORT_PEAK, kind], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = float(done.stdout.strip())
+    assert measured <= EXPORT_BYTES_PER_CELL[kind], measured
+    assert EXPORT_BYTES_PER_CELL[kind] <= 4 * max(measured, 4.0), measured  # not a guess far above it
+
+
+def test_spellings_of_one_checkpoint_share_one_model(monkeypatch):
+    """`//`, `/./` and `dir/../dir` name one folder: one load, one entry, and each spelling finds it."""
+    import attnviz
+    from attnviz.loading.offline import offline_path
+
+    folder = offline_path(MINILM)
+    spellings = [str(folder), f"{folder.parent}//{folder.name}", f"{folder.parent}/./{folder.name}",
+                 f"{folder}/../{folder.name}"]
+    loads = []
+    real_load = attnviz.load
+    monkeypatch.setattr(attnviz, "load", lambda *a, **k: loads.append(a[0]) or real_load(*a, **k))
+    bench = Workbench(budget=16_000_000_000)
+    models = {id(shelf.load_model(bench, shelf.check_source(text))) for text in spellings}
+    assert len(loads) == 1 and len(models) == 1 and len(bench.models) == 1
+    assert all(shelf.cached_model(bench, text) is not None for text in spellings)
+
+
+def test_first_loads_from_many_threads_on_a_cold_process():
+    """Four visitors opening a model together on a cold server: every thread gets its config (three of four
+    once failed with "cannot import name 'AutoConfig' from 'transformers'")."""
+    script = textwrap.dedent(f"""
+        import threading
+        from attnviz.loading import hf
+        from attnviz.loading.offline import offline_path
+        folder, results, start = offline_path({MINILM!r}), [], threading.Barrier(4)
+        def visitor():
+            start.wait()
+            try:
+                results.append(hf.read_config(folder)["model_type"])
+            except Exception as error:
+                results.append(repr(error))
+        threads = [threading.Thread(target=visitor) for _ in range(4)]
+        [thread.start() for thread in threads]
+        [thread.join() for thread in threads]
+        print(results)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(["bert"] * 4)

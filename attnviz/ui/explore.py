@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 
 import numpy as np
@@ -408,12 +409,22 @@ def exports(model, text, text_b) -> None:
     """Full-precision exports recompute the trace on click (the app keeps only a float16 copy)."""
     st.caption(t("share"))
     cols = st.columns(2)
+    bench, n_tokens = workbench(), len(model.encode(text, text_b).ids)
+    formats = (("npz", export.trace_npz, "application/octet-stream"), ("json", export.trace_json, "application/json"))
+    for column, (kind, write, mime) in zip(cols, formats):
+        need = traces.export_bytes(model, n_tokens, kind)
+        if need > traces.export_room(bench):  # refused here, visibly, rather than after the click
+            column.caption(t("export_too_large", kind=kind.upper(), need=need / 1e9, budget=bench.budget / 1e9))
+            continue
+        build = functools.partial(_export, bench, model, text, text_b, kind, write)
+        column.download_button(t(f"download_{kind}"), build, file_name=f"attnviz_trace.{kind}", mime=mime,
+                               on_click="ignore", key=kind)
 
-    def full():
-        return traces.full_trace(workbench(), model, text, text_b)
 
-    cols[0].download_button(t("download_npz"), lambda: export.trace_npz(full()),
-                            file_name="attnviz_trace.npz", mime="application/octet-stream", on_click="ignore",
-                            key="npz")
-    cols[1].download_button(t("download_json"), lambda: export.trace_json(full()),
-                            file_name="attnviz_trace.json", mime="application/json", on_click="ignore", key="json")
+def _export(bench, model, text, text_b, kind: str, write):
+    """The export's bytes; if memory ran short since the page was drawn, a short text that says so (the
+    download is the only place the visitor will look)."""
+    try:
+        return traces.export(bench, model, text, text_b, kind, write)
+    except OverBudget as error:
+        return t("export_refused", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)

@@ -69,10 +69,28 @@ def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: s
     return bench.shared_value((name, text, text_pair, level, hide_special), make, lambda v: v.attentions.nbytes)
 
 
-def full_trace(bench: Workbench, model, text: str, text_pair: str | None):
-    """A float32 trace for the full-precision exports, computed on demand within the budget."""
-    with bench.reserve(trace_bytes(model, len(model.encode(text, text_pair).ids))):
-        return model.run(text, text_pair)
+# Peak bytes per attention cell of building an export, beside the float32 trace (checked against VmHWM by
+# tests/test_workbench.py): NPZ, the compressed buffer as it grows and its copy; JSON, the text pieces and
+# the joined text (about 8 characters a cell each), and Streamlit's encoded copy of it.
+EXPORT_BYTES_PER_CELL = {"npz": 16, "json": 24}
+
+
+def export_bytes(model, n_tokens: int, kind: str) -> int:
+    info = model.info
+    cells = info.n_layers * info.n_heads * n_tokens * n_tokens
+    return trace_bytes(model, n_tokens) + EXPORT_BYTES_PER_CELL[kind] * cells
+
+
+def export_room(bench: Workbench) -> int:
+    """The most an export could be given now: what is free, and what evicting every trace and view frees."""
+    return bench.free_bytes() + bench.traces.total_bytes + bench.views.total_bytes
+
+
+def export(bench: Workbench, model, text: str, text_pair: str | None, kind: str, write) -> bytes | str:
+    """`write(trace)` (analysis.export's trace_npz or trace_json) of a float32 trace computed for it, with the
+    export's whole peak reserved first; OverBudget when it does not fit."""
+    with bench.reserve(export_bytes(model, len(model.encode(text, text_pair).ids), kind)):
+        return write(model.run(text, text_pair))
 
 
 def figure(bench: Workbench, key: tuple, build):
