@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.ui.escape import md
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.jobs import finish_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -201,7 +202,7 @@ def test_head_finder_page_matches_the_cli(minilm, capsys):
 
     at = AppTest.from_file(PAGES[0], default_timeout=TIMEOUT).run()
     at.selectbox(key="finder_relation").set_value("subject-verb").run()
-    at.button(key="run_probe").click().run()
+    finish_jobs(at.button(key="run_probe").click().run())
     assert_clean(at)
     page_block = at.session_state["finder_result"][1]
     assert main(["probe", "--model", MINILM, "--probes", "builtin:en", "--relation", "subject-verb", "--json"]) == 0
@@ -252,7 +253,7 @@ def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):
 
 def test_head_detectors_grids_and_profile(app):
     app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
-    app.button(key="detectors_run").click().run()
+    finish_jobs(app.button(key="detectors_run").click().run())
     assert_clean(app)
     grids = {name: z_array(chart(app, f"detector_{name}")["data"][0])
              for name in ("previous_token", "duplicate_token", "induction")}

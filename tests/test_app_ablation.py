@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 import attnviz
 from attnviz.interventions import effects
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.jobs import finish_jobs
 from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
 from tests.test_effects import encoder_tokenizer, tiny_mlm
 
@@ -60,7 +61,7 @@ def test_embedding_model_heads_and_layers_switch_off(app, minilm):
 
 def test_importance_scan_draws_layers_by_heads(app, minilm):
     app.text_input(key="text").input("Dogs bark at night.").run()
-    app.button(key="ablation_scan_run").click().run()
+    finish_jobs(app.button(key="ablation_scan_run").click().run())
     assert_clean(app)
     grid = z_array(chart(app, "ablation_scan")["data"][0])
     assert grid.shape == (6, 12)
@@ -169,7 +170,7 @@ def test_masked_lm_fills_and_scan(mlm_folder, monkeypatch):
     assert tables and tables[0]["probability"].tolist() == pytest.approx([round(p.prob, 4) for p in before], abs=1e-4)
     assert any(d.value["probability"].tolist() == pytest.approx([round(p.prob, 4) for p in after], abs=1e-4)
                for d in at.dataframe if list(d.value.columns) == ["token", "probability"])
-    at.button(key="ablation_scan_run").click().run()
+    finish_jobs(at.button(key="ablation_scan_run").click().run())
     assert_clean(at)
     grid = z_array(chart(at, "ablation_scan")["data"][0])
     expected = effects.importance_scan(direct, text, "mask_fill")

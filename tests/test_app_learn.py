@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.jobs import finish_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 LEARN = str(ROOT / "app_pages" / "2_Learn.py")
@@ -48,7 +49,7 @@ def test_side_by_side_before_and_after_measuring(page):
     by_hand = [2 * (2 * (64 * 64 + 64) + 2 * (64 * k * 8 + k * 8)) for k in (8, 2, 1)]
     assert list(table["parameters"]) == [f"{n:,}" for n in by_hand]
     assert list(table["cache bytes (measured)"]) == ["—"] * 3  # not measured yet
-    page.button(key="learn_measure").click().run()
+    finish_jobs(page.button(key="learn_measure").click().run())
     assert_clean(page)
     table = variants_table(page)
     # 2 layers x (K + V) x 16 tokens x K heads x 8 dims x 4 bytes, and what the tensors held
@@ -98,13 +99,13 @@ def test_conversion_on_minilm():
     at = open_learn(text="The keys to the cabinet are on the table.", groups="12")
     assert_clean(at)
     assert at.select_slider(key="learn_groups").options == ["12", "6", "4", "3", "2", "1"]
-    at.button(key="learn_convert_run").click().run()
+    finish_jobs(at.button(key="learn_convert_run").click().run())
     assert_clean(at)
     table = next(d.value for d in at.dataframe if "mean JS distance" in d.value.columns)
     assert len(table) == 6 and (table["mean JS distance"] == 0).all() and (table["max |Δ attention|"] == 0).all()
     assert any("moved by 0.00%" in c.value for c in at.caption)
     at.select_slider(key="learn_groups").set_value(1).run()
-    at.button(key="learn_convert_run").click().run()
+    finish_jobs(at.button(key="learn_convert_run").click().run())
     assert_clean(at)
     table = next(d.value for d in at.dataframe if "mean JS distance" in d.value.columns)
     assert (table["mean JS distance"] > 0).all() and (table["mean JS distance"] <= 1).all()
@@ -129,7 +130,7 @@ def test_kv_groups_on_smollm2_in_chinese():
     assert_clean(at)
     assert any("GQA" in i.value and "9" in i.value for i in at.info)  # nothing to pool: explained
     assert not [s for s in at.select_slider if s.key == "learn_groups"]
-    at.button(key="learn_kv_run").click().run()
+    finish_jobs(at.button(key="learn_kv_run").click().run())
     assert_clean(at)
     table = next(d.value for d in at.dataframe if "同一 KV 组内" in d.value.columns)
     assert len(table) == 30

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.analysis import lenses
 from attnviz.analysis.query_key import query_key
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.jobs import finish_jobs
 from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
 
 SHORT = "Dogs bark at night."  # [CLS] dogs bark at night . [SEP]: 7 tokens, under the flow limit
@@ -77,7 +78,7 @@ def test_flow_is_computed_on_request_and_drawn(app, reference):
     assert_clean(app)
     assert any("not computed yet" in i.value for i in app.info)
     np.testing.assert_allclose(heatmap(app), trace.attentions[2, 4], atol=2e-3)  # raw until computed
-    app.button(key="lens_flow_run").click().run()
+    finish_jobs(app.button(key="lens_flow_run").click().run())
     assert_clean(app)
     assert app.query_params["lens"] == "flow"
     np.testing.assert_allclose(heatmap(app), lenses.flow(trace.attentions)[2], atol=2e-3)

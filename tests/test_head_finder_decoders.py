@@ -10,6 +10,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import SMOLLM, require_offline
+from tests.jobs import finish_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "app_pages" / "1_Head_Finder.py")
@@ -33,7 +34,7 @@ def test_head_finder_on_a_decoder(monkeypatch):
     at.selectbox(key="finder_builtin").set_value("builtin:zh").run()
     at.selectbox(key="finder_relation").set_value("subject-verb").run()
     assert at.checkbox(key="finder_sink_aware").value is False  # offered for decoders, off by default
-    at.button(key="run_probe").click().run()
+    finish_jobs(at.button(key="run_probe").click().run())
     assert not at.exception, [e.value for e in at.exception]
 
     block = at.session_state["finder_result"][1]
@@ -65,7 +66,7 @@ def test_head_finder_on_a_decoder(monkeypatch):
 
     # sink-aware scoring: recorded in the result and said on the page
     at.checkbox(key="finder_sink_aware").check().run()
-    at.button(key="run_probe").click().run()
+    finish_jobs(at.button(key="run_probe").click().run())
     assert not at.exception, [e.value for e in at.exception]
     aware = at.session_state["finder_result"][1]
     assert aware["sink_aware"] is True and aware["source_to_target"] is None

@@ -32,6 +32,7 @@ from attnviz.ui.explore import EXAMPLES
 from attnviz.ui.strings import LANGUAGES
 from attnviz.workbench.shelf import PRESETS
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.jobs import finish_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -223,7 +224,7 @@ def test_head_finder_in_both_languages(offline):
     at.radio(key="finder_mode").set_value("builtin").run()
     at.selectbox(key="finder_builtin").set_value("builtin:zh").run()
     at.selectbox(key="finder_relation").set_value("subject-verb").run()
-    at.button(key="run_probe").click().run()  # scores the set once: grids, table, examples
+    finish_jobs(at.button(key="run_probe").click().run())  # scores the set once: grids, table, examples
     assert at.session_state["finder_result"]
     assert [e for e in at.expander if e.label.startswith(("✅", "❌"))]
     items = builtin_items("builtin:zh")

@@ -12,6 +12,7 @@ from attnviz.ui.common import (
     MAX_CONTINUATION,
     guarded,
     heavy_slot,
+    over_budget_message,
     plot_text,
     public_message,
     seed_from_url,
@@ -20,6 +21,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.heavy import heavy_action
 from attnviz.workbench import Busy, OverBudget
 from attnviz.workbench import heads as head_work
 
@@ -99,7 +101,7 @@ def run_heavy(source: str, compute):
     except Busy:
         st.warning(t("busy"))
     except OverBudget as error:
-        st.error(_over_budget(error))
+        st.error(over_budget_message(error))
     except ValueError as error:
         st.warning(t("ablation_failed", error=md(public_message(error, source))))
     return None
@@ -107,10 +109,6 @@ def run_heavy(source: str, compute):
 
 def _has_mask(text: str) -> bool:
     return any(spelling in text for spelling in head_work.MASK_SPELLINGS)
-
-
-def _over_budget(error) -> str:
-    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
 
 
 def _token(model, prediction) -> str:
@@ -157,18 +155,11 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
             st.info(t("ablation_scan_too_long", limit=MAX_SCAN_TOKENS, n=n_tokens))
             return
         total = info.n_layers * info.n_heads
-        if not st.button(t("ablation_scan_run", n=total), key="ablation_scan_run"):
-            return
-        cancel = st.empty()
-        cancel.button(t("cancel"), key="ablation_scan_cancel")  # pressing it reruns, which stops the scan
-        bar = st.progress(0.0, text=t("waiting_slot"))
-        try:
-            scores = run_heavy(source, lambda: head_work.scan_heads(workbench(),
-                model, source, text, quantity, cont, progress=lambda done, total: bar.progress(
-                    done / total, text=t("ablation_scan_progress", done=done, total=total))))
-        finally:
-            bar.empty()
-            cancel.empty()
+        bench = workbench()
+        scores = heavy_action(
+            "ablation_scan_run", t("ablation_scan_run", n=total), (source, text, quantity, cont),
+            lambda job: head_work.scan_heads(bench, model, source, text, quantity, cont, progress=job.progress),
+            lambda done, total: t("ablation_scan_progress", done=done, total=total))
         if scores is None:
             return
     st.caption(t(f"ablation_scan_caption_{quantity}", token=md(_scan_target(model, source, text, quantity))))

@@ -125,6 +125,10 @@ def guarded(render):
     return run
 
 
+def over_budget_message(error) -> str:
+    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
+
+
 def t(key: str, **values) -> str:
     return translate(st.session_state.get("lang", "en"), key, **values)
 

@@ -17,6 +17,7 @@ from attnviz.ui import pairs as pairs_ui
 from attnviz.ui.common import (
     guarded,
     heavy_slot,
+    over_budget_message,
     plot_text,
     public_message,
     seed_from_url,
@@ -27,6 +28,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.heavy import heavy_action
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
 from attnviz.workbench import heads as head_work
@@ -66,7 +68,7 @@ def render() -> None:
     try:
         trace = traces.trace(workbench(), source, text, text_b)
     except OverBudget as error:
-        st.error(over_budget(error))
+        st.error(over_budget_message(error))
         return
     except ValueError as error:
         st.error(t("run_failed", error=md(error)))
@@ -79,7 +81,7 @@ def render() -> None:
     try:
         view = traces.view(workbench(), *view_key)
     except OverBudget as error:
-        st.error(over_budget(error))
+        st.error(over_budget_message(error))
         return
     except ValueError as error:  # e.g. nothing but special tokens left to show
         st.warning(md(error))
@@ -98,9 +100,6 @@ def render() -> None:
     exports(model, text, text_b)
     write_url(model=source, text=text, text_b=text_b)
 
-
-def over_budget(error) -> str:
-    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
 
 
 def sentence_inputs(model) -> tuple[str, str]:
@@ -350,26 +349,14 @@ def head_detectors(model, name: str) -> None:
     tokens: a heavy action, run once per model for everyone, on request."""
     with st.expander(t("detectors_title")):
         st.caption(t("detectors_caption"))
-        scores = head_work.detector_scores(workbench(), name)
+        bench = workbench()
+        scores = head_work.detector_scores(bench, name)
         if scores is None:
-            if not st.button(t("detectors_run"), key="detectors_run"):
+            scores = heavy_action("detectors_run", t("detectors_run"), (name,),
+                                  lambda job: head_work.detect(bench, model, name, progress=job.progress),
+                                  lambda done, total: t("detectors_progress", done=done, total=total))
+            if scores is None:
                 return
-            cancel = st.empty()
-            cancel.button(t("cancel"), key="detectors_cancel")  # pressing it reruns, which stops the run
-            bar = st.progress(0.0, text=t("waiting_slot"))
-            try:
-                with heavy_slot():
-                    scores = head_work.detect(workbench(), model, name, progress=lambda done, total: bar.progress(
-                        done / total, text=t("detectors_progress", done=done, total=total)))
-            except Busy:
-                st.warning(t("busy"))
-                return
-            except OverBudget as error:
-                st.error(over_budget(error))
-                return
-            finally:
-                bar.empty()
-                cancel.empty()
             st.rerun()  # the whole page: the head profile above shows the new scores too
         for column, (detector, grid) in zip(st.columns(len(scores)), scores.items()):
             column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}"), text=plot_text()),

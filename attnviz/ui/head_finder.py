@@ -16,8 +16,9 @@ from attnviz.analysis import (
     word_attention,
 )
 from attnviz.probesets import builtin_items
-from attnviz.ui.common import MAX_TEXT, heavy_slot, plot_text, sidebar, t, workbench
+from attnviz.ui.common import MAX_TEXT, heavy_slot, over_budget_message, plot_text, sidebar, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.heavy import heavy_action
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, finder, traces
@@ -50,10 +51,13 @@ def render() -> None:
     sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
                                                          help=t("sink_aware_help"))
     result_key = f"{source}|{items_key}|{relation}|{sink_aware}"
-    if st.button(t("run_probe"), key="run_probe", type="primary"):
-        result = score(model, source, chosen, relation, sink_aware)
-        if result is not None:
-            st.session_state["finder_result"] = (result_key, result)
+    bench = workbench()
+    result = heavy_action("run_probe", t("run_probe"), (result_key,),
+                          lambda job: finder.score(bench, model, source, chosen, relation, sink_aware,
+                                                   progress=job.progress),
+                          lambda done, total: t("scoring", done=done, n=total), primary=True)
+    if result is not None:
+        st.session_state["finder_result"] = (result_key, result)
     stored = st.session_state.get("finder_result")
     if stored and stored[0] == result_key:
         show_scores(model, source, stored[1], chosen, relation, result_key)
@@ -98,28 +102,6 @@ def choose_items():
     except ValueError as error:  # malformed input names the file and line
         st.error(t("bad_file", error=md(error)))
         return [], None
-
-
-def score(model, source: str, items, relation: str, sink_aware: bool = False) -> dict | None:
-    """The docs/architecture.md JSON block of this relation: the same numbers as `python -m attnviz probe
-    --json`. A heavy action: it waits for the process's heavy-work slot, shows its progress, holds a
-    share of the memory budget, and stops when the visitor presses Cancel (any rerun stops it)."""
-    cancel = st.empty()
-    cancel.button(t("cancel"), key="cancel_probe")  # pressing it reruns the page, which stops this run
-    bar = st.progress(0.0, text=t("waiting_slot"))
-    try:
-        with heavy_slot():
-            return finder.score(workbench(), model, source, items, relation, sink_aware, progress=lambda done, total:
-                                bar.progress(done / max(total, 1), text=t("scoring", done=done, n=total)))
-    except Busy:
-        st.warning(t("busy"))
-        return None
-    except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
-        return None
-    finally:
-        bar.empty()
-        cancel.empty()
 
 
 def impossible(block: dict, direction: str) -> bool:
@@ -215,7 +197,7 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
         st.warning(t("busy"))
         return
     except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        st.error(over_budget_message(error))
         return
     for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
@@ -247,7 +229,7 @@ def own_sentence(source: str) -> None:
     try:
         trace = traces.trace(workbench(), source, text, None)
     except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        st.error(over_budget_message(error))
         return
     except ValueError as error:
         st.error(t("run_failed", error=md(error)))

@@ -10,14 +10,13 @@ from attnviz.ui.common import (
     LEARN_D_MODELS,
     LEARN_HEADS,
     LEARN_TOKENS,
-    heavy_slot,
     seed_from_url,
     sidebar,
     t,
     workbench,
     write_url,
 )
-from attnviz.workbench import Busy, OverBudget
+from attnviz.ui.heavy import heavy_action
 from attnviz.workbench import learn as lessons
 from attnviz.workbench.learn import (
     MEASURE_LAYERS,
@@ -112,30 +111,8 @@ def variants() -> tuple[int, int, int]:
     return d_model, n_heads, n_kv_heads
 
 
-def over_budget(error) -> str:
-    return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
-
-
-def heavy_action(button_key: str, label: str, compute):
-    """The pattern of a heavy action (as the head detectors on Explore): a button, then a cancel button
-    and a progress bar while `compute(progress)` runs in the process's heavy-work slot. Returns the
-    result, or None when not pressed, busy or over the budget (having said so)."""
-    if not st.button(label, key=button_key):
-        return None
-    cancel = st.empty()
-    cancel.button(t("cancel"), key=f"{button_key}_cancel")  # pressing it reruns, which stops the run
-    bar = st.progress(0.0, text=t("waiting_slot"))
-    try:
-        with heavy_slot():
-            return compute(bar)
-    except Busy:
-        st.warning(t("busy"))
-    except OverBudget as error:
-        st.error(over_budget(error))
-    finally:
-        bar.empty()
-        cancel.empty()
-    return None
+def _no_steps(done: int, total: int) -> str:
+    return t("heavy_starting")  # one step: no count to show
 
 
 def measured(d_model: int, n_heads: int, n_groups: int) -> int:
@@ -146,9 +123,11 @@ def measured(d_model: int, n_heads: int, n_groups: int) -> int:
     n_tokens = st.select_slider(t("learn_tokens"), LEARN_TOKENS, key="learn_tokens", help=t("learn_tokens_help"))
     result = lessons.stored(workbench(), ("learn_variants", d_model, n_heads, n_groups, n_tokens))
     if result is None:
-        result = heavy_action("learn_measure", t("learn_measure"), lambda bar: lessons.measure_variants(
-            workbench(), d_model, n_heads, n_groups, n_tokens, progress=lambda done, total: bar.progress(
-                done / total, text=t("learn_measure_progress", done=done, total=total))))
+        bench = workbench()
+        result = heavy_action("learn_measure", t("learn_measure"), (d_model, n_heads, n_groups, n_tokens),
+                              lambda job: lessons.measure_variants(bench, d_model, n_heads, n_groups, n_tokens,
+                                                                   progress=job.progress),
+                              lambda done, total: t("learn_measure_progress", done=done, total=total))
     st.table(variant_rows(d_model, n_heads, n_groups, n_tokens, result))
     if result is None:
         st.caption(t("learn_not_measured"))
@@ -240,8 +219,9 @@ def conversion(model, source: str, text: str, usable: bool) -> int:
         return g
     result = lessons.stored(workbench(), ("learn_conversion", source, text, g))
     if result is None:
-        result = heavy_action("learn_convert_run", t("learn_convert_run"),
-                              lambda bar: lessons.conversion(workbench(), model, source, text, g))
+        bench = workbench()
+        result = heavy_action("learn_convert_run", t("learn_convert_run"), (source, text, g),
+                              lambda job: lessons.conversion(bench, model, source, text, g), _no_steps)
         if result is None:
             return g
     st.dataframe([{t("column_layer"): layer, t("learn_col_js_mean"): round(float(js), 4),
@@ -265,8 +245,9 @@ def kv_groups(model, source: str, text: str, usable: bool) -> None:
         return
     result = lessons.stored(workbench(), ("learn_kv_groups", source, text))
     if result is None:
-        result = heavy_action("learn_kv_run", t("learn_kv_run"),
-                              lambda bar: lessons.kv_group_distances(workbench(), model, source, text))
+        bench = workbench()
+        result = heavy_action("learn_kv_run", t("learn_kv_run"), (source, text),
+                              lambda job: lessons.kv_group_distances(bench, model, source, text), _no_steps)
         if result is None:
             return
     table = [{t("column_layer"): layer, t("learn_col_within"): _number(w), t("learn_col_across"): _number(a),

@@ -16,14 +16,15 @@ from attnviz.analysis import lenses
 from attnviz.analysis.query_key import query_key
 from attnviz.analysis.views import token_labels
 from attnviz.ui.common import (
-    heavy_slot,
+    over_budget_message,
     seed_from_url,
     t,
     workbench,
     write_url,
 )
 from attnviz.ui.escape import md
-from attnviz.workbench import Busy, OverBudget, shelf
+from attnviz.ui.heavy import heavy_action
+from attnviz.workbench import OverBudget, shelf
 from attnviz.workbench import lenses as lens_store
 
 LENSES = list(lenses.LENSES)  # option values: "raw", "value", "rollout", "flow"
@@ -63,24 +64,12 @@ def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
     if lens_store.lens_attentions(workbench(), source, text, text_b, "flow") is not None:
         return True
     st.info(t("lens_flow_pending"))
-    if not st.button(t("lens_flow_run"), key="lens_flow_run"):
+    bench = workbench()
+    flow = heavy_action("lens_flow_run", t("lens_flow_run"), (source, text, text_b),
+                        lambda job: lens_store.compute_flow(bench, source, text, text_b, progress=job.progress),
+                        lambda done, total: t("lens_flow_progress", done=done, total=total))
+    if flow is None:
         return False
-    cancel = st.empty()
-    cancel.button(t("cancel"), key="lens_flow_cancel")  # pressing it reruns, which stops the run
-    bar = st.progress(0.0, text=t("waiting_slot"))
-    try:
-        with heavy_slot():
-            lens_store.compute_flow(workbench(), source, text, text_b, progress=lambda done, total: bar.progress(
-                done / total, text=t("lens_flow_progress", done=done, total=total)))
-    except Busy:
-        st.warning(t("busy"))
-        return False
-    except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
-        return False
-    finally:
-        bar.empty()
-        cancel.empty()
     st.rerun()  # the whole page draws the flow now
     return True
 
@@ -131,7 +120,7 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
         try:
             recorded = lens_store.query_keys(workbench(), source, text, text_b, layer)
         except OverBudget as error:
-            st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+            st.error(over_budget_message(error))
             return
         view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, causal=info.causal)
         config = shelf.model_for(workbench(), source).config

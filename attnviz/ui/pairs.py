@@ -11,7 +11,17 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.pairs import align_texts
-from attnviz.ui.common import MAX_PAIR_TEXT, guarded, plot_text, public_message, seed_from_url, t, workbench, write_url
+from attnviz.ui.common import (
+    MAX_PAIR_TEXT,
+    guarded,
+    over_budget_message,
+    plot_text,
+    public_message,
+    seed_from_url,
+    t,
+    workbench,
+    write_url,
+)
 from attnviz.ui.escape import md
 from attnviz.workbench import OverBudget
 from attnviz.workbench import pairs as pair_store
@@ -67,7 +77,7 @@ def comparison(model, source: str, text: str, second: str) -> None:
     try:
         diff = pair_store.difference(workbench(), source, text, second)
     except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        st.error(over_budget_message(error))
         return
     except ValueError as error:
         st.warning(t("minpair_failed", error=md(public_message(error, source))))
@@ -107,7 +117,7 @@ def preference_section(model, source: str, text: str, second: str) -> None:
 
         result = pair_store.preference(workbench(), model, source, pair, text, second)
     except OverBudget as error:
-        st.error(t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9))
+        st.error(over_budget_message(error))
         return
     except ValueError as error:
         if str(error) == NOT_AVAILABLE:

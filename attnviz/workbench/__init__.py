@@ -1,10 +1,16 @@
-"""Everything the app computes or caches, with no Streamlit in it: the memory budget and byte-bounded stores
-(`memory`), the heavy-work slots (`slots`), the shared state every request goes through (`shared.Workbench`),
-models under the budget (`shelf`), and one function per cached result: `traces` (traces, views, figures),
-`lenses`, `heads` (ablation, scan, detectors), `pairs`, `finder`, `learn`, `translate`, `parity`. Each
-result function takes the Workbench first and is keyed by plain values (model source, texts, options)."""
+"""Everything the app computes or caches, with no Streamlit in it:
 
+- `memory`: the memory budget, byte-bounded stores, handing freed heap back;
+- `slots`: the heavy-work slots; `jobs`: heavy actions in threads of their own, cancellable from the page;
+- `shared.Workbench`: the state every request goes through (stores, reservations, slots, jobs);
+- `shelf`: models under the budget;
+- one module per family of cached results: `traces` (traces, views, figures, exports), `lenses`, `heads`
+  (ablation, scan, detectors), `pairs`, `finder`, `learn`, `translate`, `parity`. Each result function
+  takes the Workbench first and is keyed by plain values (model source, texts, options).
+"""
+
+from attnviz.workbench.jobs import Cancelled
 from attnviz.workbench.shared import OverBudget, Workbench
 from attnviz.workbench.slots import Busy
 
-__all__ = ["Busy", "OverBudget", "Workbench"]
+__all__ = ["Busy", "Cancelled", "OverBudget", "Workbench"]

@@ -9,6 +9,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Hashable
 
+from attnviz.workbench.jobs import Jobs
 from attnviz.workbench.memory import ByteStore, memory_budget, process_rss, release_memory
 from attnviz.workbench.slots import HeavySlots
 
@@ -32,6 +33,7 @@ class Workbench:
         self.traces = ByteStore(int(TRACE_SHARE * self.budget))
         self.views = ByteStore(int(VIEW_SHARE * self.budget))
         self.slots = HeavySlots()
+        self.jobs = Jobs(self.slots)  # heavy actions in threads of their own, cancellable from the page
         self.reserved = 0
         self._guard = threading.Lock()
         self._load_locks: dict[Hashable, threading.Lock] = {}

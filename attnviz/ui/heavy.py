@@ -1,0 +1,79 @@
+"""A heavy action on the page: a button starts it in a thread of its own (workbench.jobs), a progress bar
+and a Cancel button redraw every POLL_S while it runs, and the result is handed back once it has finished.
+Cancel, closing the tab, or a rerun that no longer draws the action stops it at its next progress step."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import streamlit as st
+
+from attnviz.ui.common import over_budget_message, public_message, session_id, t, workbench
+from attnviz.ui.escape import md
+from attnviz.workbench import Busy, Cancelled, OverBudget
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+
+# What each finished job returns to the page, once: (key, result) pairs the page has not read yet.
+_DONE = "_heavy_done"
+
+
+def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, step_text: Callable[[int, int], str],
+                 *, primary: bool = False, on_error: Callable[[Exception], bool] | None = None):
+    """`work(job)` run as this visitor's job under (button_key, *inputs); `job.progress(done, total)` is its
+    progress callback. Returns the result when the job has just finished, else None (not started, running,
+    or ended without one, having said why).
+    `on_error(error)` may show a caller's own message for an error and return True."""
+    jobs = workbench().jobs
+    key = (session_id(), button_key, *inputs)
+    job = jobs.get(key)
+    if job is None:
+        if not st.button(label, key=button_key, type="primary" if primary else "secondary"):
+            return None
+        job = jobs.start(key, session_id(), work)
+    if not job.finished.is_set():
+        job.seen()
+        _progress(key, button_key, step_text)
+        return None
+    jobs.pop(key)
+    if job.error is None:
+        return job.result
+    _explain(job.error, on_error)
+    return None
+
+
+def _explain(error: Exception, on_error) -> None:
+    if on_error is not None and on_error(error):
+        return
+    if isinstance(error, Cancelled):
+        st.info(t("cancelled"))
+    elif isinstance(error, Busy):
+        st.warning(t("busy"))
+    elif isinstance(error, OverBudget):
+        st.error(over_budget_message(error))
+    elif isinstance(error, ValueError):  # refused input (too long, unsupported): its message names the reason
+        st.warning(t("heavy_failed", error=md(public_message(error, ""))))
+    else:
+        log.error("heavy action failed", exc_info=error)
+        st.error(t("unexpected_error"))
+
+
+@st.fragment(run_every=POLL_S)
+def _progress(key: tuple, button_key: str, step_text: Callable[[int, int], str]) -> None:
+    """The running job's bar and Cancel button, redrawn every POLL_S on its own: a click here is not queued
+    behind the work, which runs in another thread. When the job ends, the page reruns to draw the result."""
+    job = workbench().jobs.get(key)
+    if job is None or job.finished.is_set():
+        st.rerun()
+    job.seen()
+    if job.waiting:
+        st.progress(0.0, text=t("waiting_slot"))
+    else:
+        st.progress(job.done / job.total if job.total else 0.0,
+                    text=step_text(job.done, job.total) if job.total else t("heavy_starting"))
+    if st.button(t("cancel"), key=f"{button_key}_cancel"):
+        job.cancel()
+        st.caption(t("cancelling"))

@@ -1,0 +1,60 @@
+"""Cancel that cancels, in a real browser (streamlit run app.py, Debian's Chromium): the importance scan of
+SmolLM2 (270 forward passes) stops within a step of Cancel, and again when its tab closes; the server's CPU
+(from /proc) then goes idle instead of running the scan to its end."""
+
+from __future__ import annotations
+
+import re
+import time
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.browser import launch_chromium, server_cpu_seconds, streamlit_app
+from tests.conftest import SMOLLM, require_offline
+
+LINK = f"?model={quote(SMOLLM)}&text={quote('The keys to the cabinet are on the table.')}&off=0.0"
+PROGRESS = re.compile(r"Heads switched off: (\d+) of 270")
+
+
+@pytest.fixture(scope="module")
+def server():
+    require_offline(SMOLLM)
+    with streamlit_app() as running:
+        yield running
+
+
+def start_scan(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page.goto(url + LINK)
+    page.wait_for_selector("[data-testid=stApp]")
+    page.get_by_text("Switch heads off").click()
+    page.get_by_role("button", name="Scan every head (270 forward passes)").click(timeout=180_000)
+    bar = page.get_by_text(PROGRESS)
+    expect(bar).to_be_visible(timeout=120_000)
+    return page, bar
+
+
+def idle_cpu(pid: int, seconds: float = 3.0) -> float:
+    before = server_cpu_seconds(pid)
+    time.sleep(seconds)
+    return server_cpu_seconds(pid) - before
+
+
+def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        page, bar = start_scan(browser, server.url)
+        assert idle_cpu(server.pid, 2.0) > 1.2  # the scan keeps a core busy: what "idle" is measured against
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.get_by_text("Cancelled: nothing was kept.")).to_be_visible(timeout=20_000)
+        assert idle_cpu(server.pid) < 1.0
+        assert page.locator("[data-testid=stException]").count() == 0
+
+        page.close()  # the same scan again, then the tab goes away mid-scan
+        page, bar = start_scan(browser, server.url)
+        page.close()
+        time.sleep(8)  # the heartbeat (5 s) runs out, then the next step stops the work
+        assert idle_cpu(server.pid) < 1.0
+        browser.close()
