@@ -50,11 +50,23 @@ def trace_json(trace: AttentionTrace, decimals: int = 4) -> str:
     return "".join([*pieces, "]}"])
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (CSV injection, OWASP).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(cell: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting with a formula character gets a leading
+    `'` (OWASP's advice). Only for text (token labels): the exporter's own numbers, -0.5 say, stay numbers."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def head_csv(matrix: np.ndarray, labels: list[str]) -> str:
-    """Rows attend to columns; the first column and the header hold the labels."""
+    """Rows attend to columns; the first column and the header hold the labels (neutralised by
+    `csv_text`, since tokens come from visitors' text)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["from \\ to", *labels])
-    for label, row in zip(labels, np.asarray(matrix)):
+    shown = [csv_text(str(label)) for label in labels]
+    writer.writerow(["from \\ to", *shown])
+    for label, row in zip(shown, np.asarray(matrix)):
         writer.writerow([label, *(f"{v:.6g}" for v in row)])
     return out.getvalue()

@@ -33,10 +33,18 @@ import re
 from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from os import PathLike
 from pathlib import Path, PurePath
 
 from attnviz.trace import is_punctuation, spans_of_joined_words
+
+# Stated limits (docs/architecture.md, "Probe items and input formats"). A real treebank passes them
+# easily (UD EWT's longest sentence has about 160 words, its longest word 143 characters; EWT's
+# training set about 200,000 arcs); a file beyond them is refused at the line that crosses them.
+MAX_ITEM_WORDS = 1_000  # words of one item (a CoNLL-U sentence, a JSONL item, a WinoBias line)
+MAX_WORD_CHARS = 1_000  # characters of one word
+MAX_ITEMS = 250_000  # items of one file (CoNLL-U: arcs)
 
 PRONOUNS = frozenset(
     {
@@ -60,11 +68,12 @@ class ProbeItem:
     id: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "words", tuple(self.words))
-        if not self.words:
-            raise ValueError("an item needs words, got none")
-        if not all(isinstance(word, str) and word for word in self.words):
-            raise ValueError(f"every word must be a non-empty string, got {_shown(list(self.words))}")
+        words = tuple(self.words)
+        object.__setattr__(self, "words", words)
+        _check_words(words)
+        self._check_arc()
+
+    def _check_arc(self) -> None:
         for name in ("source", "target"):
             value = getattr(self, name)
             _require(
@@ -76,14 +85,73 @@ class ProbeItem:
         if self.source == self.target:
             raise ValueError(f"source and target are the same word ({self.source})")
 
-    @property
+    # Cached, and shared by the items of one sentence (`sentence_items`): reading them once per item
+    # must not join a long sentence once per arc.
+    @cached_property
     def text(self) -> str:
         return self.sep.join(self.words)
+
+    @cached_property
+    def _spans(self) -> tuple[tuple[int, int], ...]:
+        return tuple(spans_of_joined_words(list(self.words), self.sep)[1])
 
     @property
     def word_spans(self) -> list[tuple[int, int]]:
         """Character span [start, end) of each word in `self.text`."""
-        return spans_of_joined_words(list(self.words), self.sep)[1]
+        return list(self._spans)
+
+
+def _check_words(words: tuple) -> None:
+    """The checks of an item's words: some, at most MAX_ITEM_WORDS, each a non-empty string of at most
+    MAX_WORD_CHARS characters that is text (no lone surrogate, as a JSON `\\ud800` escape gives)."""
+    if not words:
+        raise ValueError("an item needs words, got none")
+    if len(words) > MAX_ITEM_WORDS:
+        raise ValueError(f"{len(words)} words; at most {MAX_ITEM_WORDS} words an item are read")
+    if not all(isinstance(word, str) and word for word in words):
+        raise ValueError(f"every word must be a non-empty string, got {_shown(list(words))}")
+    longest = max(map(len, words))
+    if longest > MAX_WORD_CHARS:
+        raise ValueError(f"a word has {longest} characters; at most {MAX_WORD_CHARS} are read")
+    for word in words:
+        _require_text(word, "a word")
+
+
+def sentence_items(
+    words: tuple[str, ...], arcs: list[tuple[str, int, int, str | None]], sep: str = " ", lang: str | None = None
+) -> list[ProbeItem]:
+    """The items of one sentence, one per `(relation, source, target, id)` arc, checked as `ProbeItem`
+    checks them but in time linear in the sentence: the words are checked, joined and spanned once
+    and shared by every item (a sentence of n words has up to n - 1 arcs)."""
+    words = tuple(words)
+    _check_words(words)
+    _require(isinstance(sep, str), f"sep must be a string, got {_shown(sep)}")
+    first = None
+    items = []
+    for relation, source, target, item_id in arcs:
+        item = object.__new__(ProbeItem)
+        for name, value in (("relation", relation), ("words", words), ("source", source), ("target", target),
+                            ("sep", sep), ("lang", lang), ("id", item_id)):
+            object.__setattr__(item, name, value)
+        item._check_arc()
+        if first is None:
+            first = item
+        else:  # the first item's text and spans, computed once
+            item.__dict__["text"] = first.text
+            item.__dict__["_spans"] = first._spans
+        items.append(item)
+    return items
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _require_text(value: str, what: str) -> None:
+    # A lone surrogate (a JSON "\ud800" escape json.loads accepts) is no text: encoding it to UTF-8,
+    # as a tokenizer or a web page must, fails far from the file that brought it.
+    if not value.isascii() and _SURROGATE.search(value):
+        raise ValueError(f"{what} holds a lone surrogate (a \\ud800-\\udfff escape), which is not text")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -121,6 +189,10 @@ def _as_text(data: str | bytes, name: str) -> str:
                 f"{_where(name, line)}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column})"
             ) from None
     text = data.removeprefix("\ufeff")
+    surrogate = None if text.isascii() else _SURROGATE.search(text)
+    if surrogate:  # only a str can hold one: UTF-8 bytes cannot encode it
+        line, column = _position(text, surrogate.start())
+        raise ValueError(f"{_where(name, line)}: not text (a lone surrogate at column {column})")
     nul = text.find("\x00")
     if nul >= 0:  # UTF-16 without a BOM, or a binary file that happens to decode
         line, column = _position(text, nul)
@@ -156,6 +228,23 @@ class _Lines:
             raise ValueError(f"{_where(self.name, self.number)}: {problem}") from None
 
 
+def json_line(line: str, where: str) -> object:
+    """The JSON value of one line, as the JSONL readers take it: invalid JSON, or a string holding a
+    lone surrogate (a `\\ud800` escape, which json.loads accepts), is a ValueError starting with `where`."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+    if _SURROGATE_ESCAPE.search(line):  # rare: only then is the decoded value searched
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{where}: a lone surrogate escape (\\ud800-\\udfff without its pair) is not text"
+            ) from None
+    return record
+
+
 def _read(path: str | PathLike) -> bytes:
     return Path(path).read_bytes()
 
@@ -176,10 +265,9 @@ def parse_probes(text: str | bytes, name: str = "<probes>") -> list[ProbeItem]:
             if not line.strip():
                 continue
             where = _where(name, line_number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+            if len(items) >= MAX_ITEMS:
+                raise ValueError(f"{where}: more than {MAX_ITEMS} items; split the file")
+            record = json_line(line, where)
             _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
             missing = [key for key in ("relation", "words", "source", "target") if key not in record]
             if missing:
@@ -235,6 +323,7 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
     # (line number, form, head, deprel) of the current sentence's syntactic words
     rows: list[tuple[int, str, int, str]] = []
     sent_id: str | None = None
+    n_arcs = 0
 
     def flush() -> None:
         if not rows:
@@ -279,12 +368,20 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 raise ValueError(f"{where}: expected word ID {len(rows) + 1}, got {_shown(word_id)[1:-1]}")
             if not form:
                 raise ValueError(f"{where}: empty FORM")
+            if len(rows) >= MAX_ITEM_WORDS:
+                raise ValueError(f"{where}: a sentence of more than {MAX_ITEM_WORDS} words; split it")
+            if len(form) > MAX_WORD_CHARS:
+                raise ValueError(f"{where}: FORM has {len(form)} characters; at most {MAX_WORD_CHARS} are read")
             if not _INTEGER.fullmatch(head):
                 raise ValueError(f"{where}: HEAD must be an integer, got {_shown(head)}")
             if int(head) == int(word_id):
                 raise ValueError(f"{where}: word {_shown(word_id)[1:-1]} is its own head")
             if not deprel or deprel == "_":
                 raise ValueError(f"{where}: missing DEPREL")
+            if int(head) != 0:
+                n_arcs += 1
+                if n_arcs > MAX_ITEMS:
+                    raise ValueError(f"{where}: more than {MAX_ITEMS} arcs (items); split the file")
             rows.append((line_number, form, int(head), deprel))
         flush()
     return sentences
@@ -295,13 +392,16 @@ def read_conllu_sentences(path: str | PathLike) -> list[ConlluSentence]:
 
 
 def conllu_items(sentences: list[ConlluSentence], sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
-    """Every head != 0 arc: source = dependent, target = head; `id` is `"<sent_id>/<dependent id>"`."""
-    return [
-        ProbeItem(deprel, sentence.words, k, head - 1, sep=sep, lang=lang, id=f"{sentence.id}/{k + 1}")
-        for sentence in sentences
-        for k, (head, deprel) in enumerate(zip(sentence.heads, sentence.deprels))
-        if head != 0
-    ]
+    """Every head != 0 arc: source = dependent, target = head; `id` is `"<sent_id>/<dependent id>"`.
+
+    Linear in the words: a sentence's words are checked and joined once for all its arcs."""
+    items: list[ProbeItem] = []
+    for sentence in sentences:
+        arcs = [(deprel, k, head - 1, f"{sentence.id}/{k + 1}")
+                for k, (head, deprel) in enumerate(zip(sentence.heads, sentence.deprels)) if head != 0]
+        if arcs:
+            items.extend(sentence_items(sentence.words, arcs, sep=sep, lang=lang))
+    return items
 
 
 def parse_conllu(
@@ -380,6 +480,8 @@ def parse_winobias(text: str | bytes, name: str = "<winobias>") -> list[ProbeIte
             if not line.strip():
                 continue
             where = _where(name, line_number)
+            if len(items) >= MAX_ITEMS:
+                raise ValueError(f"{where}: more than {MAX_ITEMS} items; split the file")
             match = _WINOBIAS_LINE.match(line.strip())
             if not match:
                 raise ValueError(f"{where}: expected '<index> <sentence>'")
@@ -417,7 +519,16 @@ def parse_items(kind: str, text: str | bytes, name: str, sep: str = " ") -> list
 _FORMAT_OF_SUFFIX = {
     ".jsonl": "probes", ".json": "probes", ".conllu": "conllu", ".dev": "winobias", ".test": "winobias",
 }  # fmt: skip
-_WINOBIAS_START = re.compile(r"\d+ .*\[.*\]")
+_WINOBIAS_INDEX = re.compile(r"\d+ ")
+
+
+def _looks_like_winobias(line: str) -> bool:
+    # r"\d+ .*\[.*\]" without the regex: its two `.*` backtracked quadratically on a line of '['
+    index = _WINOBIAS_INDEX.match(line)
+    if index is None:
+        return False
+    opened = line.find("[", index.end())
+    return opened >= 0 and line.rfind("]") > opened
 
 
 def detect_format(name: str, data: str | bytes) -> str:
@@ -435,7 +546,7 @@ def detect_format(name: str, data: str | bytes) -> str:
             return "probes"
         if line.count("\t") == 9:
             return "conllu"
-        if _WINOBIAS_START.match(stripped):
+        if _looks_like_winobias(stripped):
             return "winobias"
         raise ValueError(
             f"{_where(name, line_number)}: cannot tell the format; expected a probe JSONL object ({{...}}), "

@@ -19,11 +19,10 @@ then its word; the continuation a decoder scores is that whitespace plus the wor
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from os import PathLike
 
-from attnviz.analysis.items import _base_name, _Lines, _read, _require, _shown, _where
+from attnviz.analysis.items import _base_name, _Lines, _read, _require, _require_text, _shown, _where, json_line
 
 MAX_SENTENCE_CHARS = 1_000
 MAX_PAIRS = 100_000
@@ -50,6 +49,7 @@ class MinimalPair:
                      f"sentence_{name} must be a non-empty string, got {_shown(value)}")
             _require(len(value) <= MAX_SENTENCE_CHARS,
                      f"sentence_{name} has {len(value)} characters; at most {MAX_SENTENCE_CHARS} are read")
+            _require_text(value, f"sentence_{name}")
         _require(self.good != self.bad, "sentence_good and sentence_bad are the same text")
         trio = (self.prefix, self.word_good, self.word_bad)
         if all(v is None for v in trio):
@@ -113,10 +113,7 @@ def parse_pairs(text: str | bytes, name: str = "<pairs>", limit: int | None = No
             where = _where(name, line_number)
             if len(pairs) >= MAX_PAIRS:
                 raise ValueError(f"{where}: more than {MAX_PAIRS} pairs; split the file")
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+            record = json_line(line, where)
             _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
             missing = [key for key in ("sentence_good", "sentence_bad") if key not in record]
             if missing:

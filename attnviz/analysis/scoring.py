@@ -28,6 +28,7 @@ Choices docs/architecture.md leaves open:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -106,21 +107,139 @@ def word_one_hot(word_of_token: Sequence[int | None], n_words: int) -> np.ndarra
     return one_hot
 
 
-def word_attention_matrix(
-    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int, dtype=np.float64
-) -> np.ndarray:
-    """W [L, H, n, n] from token attentions [L, H, T, T]; rows of words without tokens are 0.
+# The float64 work of word attention is done in blocks of about this many bytes: a block of heads of
+# one layer, and in the scorer a block of rows (docs/architecture.md, "Scoring rule").
+BLOCK_BYTES = 8 * 2**20
 
-    Computed in float64 one layer at a time (a float64 copy of a whole 512-token trace would take
-    hundreds of MB), and stored as `dtype`."""
-    one_hot = word_one_hot(word_of_token, n_words)  # [T, n]
-    counts = np.maximum(one_hot.sum(axis=0), 1.0)[:, None]  # [n, 1]
-    out = np.empty((*attentions.shape[:2], n_words, n_words), dtype=dtype)
-    for layer, layer_attentions in enumerate(attentions):
-        summed = np.asarray(layer_attentions, dtype=np.float64) @ one_hot  # [H, T, n]
-        # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
-        out[layer] = (one_hot.T @ summed) / counts  # [H, n, n]
+
+def word_attention_matrix(
+    attentions: np.ndarray,
+    word_of_token: Sequence[int | None],
+    n_words: int,
+    dtype=np.float64,
+    rows: Sequence[int] | None = None,
+    columns: Sequence[int] | None = None,
+) -> np.ndarray:
+    """W [L, H, R, C] from token attentions [L, H, T, T]: the rows `rows` and columns `columns` (word
+    indices; default all n words, so [L, H, n, n]); rows and columns of words without tokens are 0.
+
+    Computed in float64 one block of heads of one layer at a time (a float64 copy of a whole 512-token
+    trace would take hundreds of MB; one block is about BLOCK_BYTES), only the query tokens of `rows`
+    read, and stored as `dtype`. Every entry is the same float64 sum, divided once, whichever rows and
+    columns are asked for."""
+    n_layers, n_heads, n_tokens = attentions.shape[0], attentions.shape[1], len(word_of_token)
+    if rows is None:
+        row_words, query = np.arange(n_words), None  # every token, as one-hot rows of zeros or one 1
+        row_hot = word_one_hot(word_of_token, n_words)
+    else:
+        row_words = np.asarray(rows, dtype=np.intp).reshape(-1)
+        position = {int(w): k for k, w in enumerate(row_words)}
+        query = [t for t, w in enumerate(word_of_token) if w in position]
+        row_hot = np.zeros((len(query), len(row_words)))
+        row_hot[np.arange(len(query)), [position[word_of_token[t]] for t in query]] = 1.0
+    if columns is None and rows is None:
+        column_hot = row_hot
+    else:
+        column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
+        place = {int(w): k for k, w in enumerate(column_words)}
+        column_hot = np.zeros((n_tokens, len(column_words)))
+        for t, w in enumerate(word_of_token):
+            if w in place:
+                column_hot[t, place[w]] = 1.0
+    counts = np.maximum(row_hot.sum(axis=0), 1.0)[:, None]  # [R, 1]
+    n_query = n_tokens if query is None else len(query)
+    out = np.empty((n_layers, n_heads, len(row_words), column_hot.shape[1]), dtype=dtype)
+    block = max(1, BLOCK_BYTES // max(1, 8 * n_query * n_tokens))
+    for layer in range(n_layers):
+        for start in range(0, n_heads, block):
+            heads = attentions[layer, start : start + block]  # [h, T, T]
+            if query is not None:
+                heads = heads[:, query]
+            summed = np.asarray(heads, dtype=np.float64) @ column_hot  # [h, Tq, C]
+            # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
+            out[layer, start : start + block] = (row_hot.T @ summed) / counts  # [h, R, C]
+            del heads, summed  # not held while the next block is gathered
     return out
+
+
+def _align_to_sorted_words(
+    offsets: Sequence[tuple[int, int]], sequence_ids: Sequence[int | None], spans: Sequence[tuple[int, int]]
+) -> list[int | None]:
+    """`align_tokens_to_words` for the sorted, disjoint spans of an item's joined words (first sentence
+    only), by bisection: T x n comparisons for a long item took seconds."""
+    ends = [end for _, end in spans]
+    result: list[int | None] = []
+    for (ts, te), seq in zip(offsets, sequence_ids):
+        match = None
+        if seq == 0 and ts < te:
+            w = bisect_right(ends, ts)  # the first word ending after the token starts
+            if w < len(spans) and spans[w][0] < te:
+                match = w
+        result.append(match)
+    return result
+
+
+def _row_predictions(
+    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int, rows: list[int], sink_aware: bool
+) -> np.ndarray:
+    """`predictions(word_attention_matrix(...))[:, :, rows]` [L, H, len(rows)], computing only those rows
+    and only the columns of words that have tokens, a block of rows at a time.
+
+    The same predictions: a word without tokens has W == 0 in every row, and a prediction needs a
+    maximum above 0, so such a column is never predicted."""
+    n_layers, n_heads = attentions.shape[:2]
+    columns = np.array(sorted({w for w in word_of_token if w is not None}), dtype=np.intp)
+    column_of = {int(w): k for k, w in enumerate(columns)}
+    out = np.empty((n_layers, n_heads, len(rows)), dtype=np.int64)
+    step = _rows_per_block(n_layers, n_heads, len(columns), len(rows))
+    for start in range(0, len(rows), step):
+        part = rows[start : start + step]
+        block = word_attention_matrix(attentions, word_of_token, n_words, np.float64, part, columns)
+        block[:, :, np.arange(len(part)), [column_of[w] for w in part]] = -np.inf  # j != i
+        if sink_aware and 0 in column_of:
+            block[..., column_of[0]] = -np.inf
+        predicted = block.argmax(axis=-1)  # first index on ties, columns in word order
+        best = np.take_along_axis(block, predicted[..., None], axis=-1)[..., 0]
+        out[:, :, start : start + len(part)] = np.where(best > 0, columns[predicted], -1)
+        del block, predicted, best  # one block of rows alive at a time
+    return out
+
+
+def _rows_per_block(n_layers: int, n_heads: int, n_columns: int, n_rows: int) -> int:
+    return max(1, min(n_rows, BLOCK_BYTES // max(1, 8 * n_layers * n_heads * n_columns)))
+
+
+# Python objects per token and per word while scoring (the token -> word list, spans, sets), and a
+# fixed allowance for the interpreter's and the allocator's own small allocations.
+_PYTHON_BYTES_PER_TOKEN = 192
+_PYTHON_BYTES_PER_WORD = 384
+_SLACK_BYTES = 2 * 2**20
+
+
+def scoring_peak_bytes(
+    n_layers: int, n_heads: int, n_tokens: int, n_words: int, n_rows: int | None = None
+) -> int:
+    """Upper bound of the bytes `ScoreAccumulator.add` allocates (beyond the trace and the items) to
+    score one trace of `n_tokens` tokens whose items have `n_words` words; `n_rows` is the number of
+    distinct words read (sources and targets), default the worst case, every word with a token.
+
+    Traces are scored one after another, so scoring a batch needs the largest of its traces' figure.
+    Mirrors `_row_predictions` and `word_attention_matrix`: the column one-hot [T, C], a block of
+    rows [L, H, r, C] with its argmax, and per block of heads the query rows gathered (float32, then
+    float64) and reduced, where C <= min(n_words, T) words have tokens."""
+    n_columns = min(n_words, n_tokens)
+    n_rows = n_columns if n_rows is None else min(n_rows, n_columns)
+    python = _SLACK_BYTES + _PYTHON_BYTES_PER_TOKEN * n_tokens + _PYTHON_BYTES_PER_WORD * n_words
+    if n_rows <= 0:
+        return python
+    rows = _rows_per_block(n_layers, n_heads, n_columns, n_rows)
+    # the block's words hold at most the tokens the other words with tokens leave
+    query = max(rows, n_tokens - (n_columns - rows))
+    heads = min(n_heads, max(1, BLOCK_BYTES // max(1, 8 * query * n_tokens)))
+    per_heads = heads * (12 * query * n_tokens + 8 * query * n_columns + 16 * rows * n_columns) + 8 * query * rows
+    row_block = n_layers * n_heads * rows * (8 * n_columns + 32)  # float64 block; argmax, best, where
+    held = 8 * n_layers * n_heads * n_rows  # the predictions kept for the trace's items
+    return int(python + 8 * n_tokens * n_columns + row_block + per_heads + held)
 
 
 def _word_map(
@@ -232,18 +351,36 @@ class ScoreAccumulator:
         attentions = self_attentions(trace)
         self._check_shape(attentions)
         causal = (trace.metadata or {}).get("causal") is True
-        cache: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, set[int]]] = {}
+        items = list(items)
+        # Linear in the items' words: a text object is compared once, a words tuple hashed once (the
+        # items of one CoNLL-U sentence share both), so a long sentence's n arcs cost n, not n².
+        checked: set[int] = set()
+        key_of: dict[tuple[int, str], tuple[tuple[str, ...], str]] = {}
+        groups: dict[tuple[tuple[str, ...], str], list[ProbeItem]] = {}
         for item in items:
-            if trace.texts and trace.texts[0] != item.text:
-                raise ValueError(
-                    f"item {item.id or item.text!r} was scored with a trace of another text {trace.texts[0]!r}"
-                )
-            key = (item.words, item.sep)
-            if key not in cache:
-                word_of_token = align_tokens_to_words(trace.offsets, trace.sequence_ids, item.word_spans)
-                word_attn = word_attention_matrix(attentions, word_of_token, len(item.words))
-                cache[key] = (predictions(word_attn, self.sink_aware), {w for w in word_of_token if w is not None})
-            predicted, has_token = cache[key]
+            text = item.text
+            if trace.texts and id(text) not in checked:
+                if trace.texts[0] != text:
+                    raise ValueError(
+                        f"item {item.id or text!r} was scored with a trace of another text {trace.texts[0]!r}"
+                    )
+                checked.add(id(text))
+            by_id = (id(item.words), item.sep)
+            if by_id not in key_of:
+                key_of[by_id] = (item.words, item.sep)
+            groups.setdefault(key_of[by_id], []).append(item)
+        # W once per distinct word segmentation, only the rows its items read
+        predicted_of: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, dict[int, int], set[int]]] = {}
+        for key, group in groups.items():
+            first = group[0]
+            word_of_token = _align_to_sorted_words(trace.offsets, trace.sequence_ids, first.word_spans)
+            has_token = {w for w in word_of_token if w is not None}
+            rows = sorted({w for item in group for w in (item.source, item.target)} & has_token)
+            predicted = (_row_predictions(attentions, word_of_token, len(first.words), rows, self.sink_aware)
+                         if rows else np.empty((*attentions.shape[:2], 0), dtype=np.int64))
+            predicted_of[key] = (predicted, {w: k for k, w in enumerate(rows)}, has_token)
+        for item in items:
+            predicted, row_of, has_token = predicted_of[key_of[(id(item.words), item.sep)]]
             counts = self._relation(item.relation)
             if item.source not in has_token or item.target not in has_token:
                 counts.n_skipped += 1
@@ -256,7 +393,7 @@ class ScoreAccumulator:
                 if causal and gold > read:  # the read word's row cannot see a later word
                     continue
                 counts.scorable[direction] += 1
-                hit = predicted[:, :, read] == gold  # [L, H]
+                hit = predicted[:, :, row_of[read]] == gold  # [L, H]
                 if direction in counts.correct:
                     counts.correct[direction] += hit
                 else:
