@@ -191,3 +191,44 @@ def test_first_loads_from_many_threads_on_a_cold_process():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(["bert"] * 4)
+
+
+def test_a_flood_of_one_visitors_texts_takes_its_own_results_first():
+    """Making room for visitor A evicts A's older results, then other visitors' older ones; B's current
+    trace (the one B's page shows) goes last."""
+    from attnviz.workbench.memory import VISITOR
+
+    bench = Workbench(budget=1_000 * MB)
+    bench.traces = ByteStore(1_000 * MB)
+    bench.rss = lambda: 300 * MB + bench.traces.total_bytes
+    for visitor, keys in (("B", ["b-old", "b-current"]), ("A", ["a1", "a2", "a3"])):
+        token = VISITOR.set(visitor)
+        for key in keys:
+            bench.traces.put(key, object(), 100 * MB)
+        VISITOR.reset(token)
+    token = VISITOR.set("A")
+    try:
+        evicted = []
+        for _ in range(5):
+            before = set(bench.traces.keys())
+            with bench.reserve(210 * MB + 100 * MB * len(evicted)):
+                pass
+            evicted += sorted(before - set(bench.traces.keys()))
+    finally:
+        VISITOR.reset(token)
+    assert evicted == ["a1", "a2", "a3", "b-old", "b-current"]
+
+
+def test_a_model_in_use_is_never_evicted():
+    bench = Workbench(budget=1_000 * MB)
+    bench.rss = lambda: 200 * MB + bench.models.total_bytes
+    bench.models.put("in use", object(), 500 * MB)
+    bench.model_asked("in use")
+    bench.models.put("idle", object(), 200 * MB)
+    with bench.reserve(299 * MB, keep_model="mine"):  # room only if "idle" goes
+        pass
+    assert bench.models.keys() == ["in use"]
+    with pytest.raises(OverBudget):
+        with bench.reserve(500 * MB, keep_model="mine"):
+            pass
+    assert bench.models.keys() == ["in use"]

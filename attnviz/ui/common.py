@@ -17,6 +17,7 @@ from attnviz.plots import PlotText
 from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
 from attnviz.workbench import OverBudget, Workbench, shelf
+from attnviz.workbench.memory import VISITOR
 from attnviz.workbench.shelf import RANDOM_MODEL_NAME, ModelTooLarge, SourceRefused
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def guarded(render):
 
     @functools.wraps(render)
     def run(*args, **kwargs):
+        VISITOR.set(session_id())  # whose results the stores hold (workbench.memory.VISITOR)
         try:
             return render(*args, **kwargs)
         except Exception:

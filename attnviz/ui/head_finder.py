@@ -11,7 +11,6 @@ from attnviz import plots
 from attnviz.analysis import (
     DIRECTIONS,
     detect_format,
-    parse_items,
     predictions,
     word_attention,
 )
@@ -95,10 +94,10 @@ def choose_items():
             kind = detect_format(upload.name, data)
             st.caption(t("format_detected", kind=parser_label(kind)))
         unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
-        items = parse_items(kind, data, upload.name, "" if unspaced else " ")
+        items = finder.parsed_items(workbench(), kind, data, upload.name, "" if unspaced else " ")
         if not items:
             st.info(t("no_items"))
-        return items, f"{kind}:{hashlib.sha1(data).hexdigest()}:{unspaced}"
+        return items, f"{kind}:{hashlib.sha256(data).hexdigest()}:{unspaced}"
     except ValueError as error:  # malformed input names the file and line
         st.error(t("bad_file", error=md(error)))
         return [], None

@@ -4,8 +4,9 @@ numbers of `python -m attnviz probe`), and the traces of the examples it shows, 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
-from attnviz.analysis import score_model, to_json
+from attnviz.analysis import parse_items, score_model, scoring_peak_bytes, to_json
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import nbytes, trace_bytes
 
@@ -20,9 +21,26 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
     texts = sorted({item.text for item in items}, key=len)
     longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
     batch_size = max(1, min(32, BATCH_BYTES // trace_bytes(model, longest)))
-    with bench.reserve(BATCH_BYTES, keep_model=name):
+    # A batch's traces, and scoring its largest trace (they are scored one after another).
+    words = max(len(item.words) for item in items)
+    need = max(BATCH_BYTES, batch_size * trace_bytes(model, longest)) + scoring_peak_bytes(
+        model.info.n_layers, model.info.n_heads, longest, words)
+    with bench.reserve(need, keep_model=name):
         scores = score_model(model, items, batch_size=batch_size, progress=progress, sink_aware=sink_aware)
     return to_json(name, scores)["relations"][relation]
+
+
+# Bytes a parsed item holds per byte of its file (the words as Python strings in lists, the spans): an
+# allowance, as the views store counts it.
+PARSED_BYTES_PER_BYTE = 16
+
+
+def parsed_items(bench: Workbench, kind: str, data: bytes, name: str, sep: str = " ") -> list:
+    """An upload's items (analysis.parse_items), parsed once per content and shared: the page reruns on
+    every click, and a large file was parsed again each time. A file that does not parse raises each time."""
+    key = ("parsed", hashlib.sha256(data).hexdigest(), kind, sep)
+    return bench.shared_value(key, lambda: parse_items(kind, data, name, sep),
+                              lambda items: PARSED_BYTES_PER_BYTE * len(data) + 1_000)
 
 
 def example_traces(bench: Workbench, model, name: str, items, hold=contextlib.nullcontext) -> list:

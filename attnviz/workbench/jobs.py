@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
+from attnviz.workbench.memory import VISITOR
 from attnviz.workbench.slots import HeavySlots
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class Jobs:
         return job
 
     def _run(self, job: Job, work: Callable[[Job], object]) -> None:
+        VISITOR.set(job.session_id)  # this thread computes for that visitor
         try:
             with self._slots.hold(job.session_id, waiting=job.check):
                 job.waiting = False

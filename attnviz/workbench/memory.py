@@ -16,6 +16,12 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from contextvars import ContextVar
+
+# The visitor on whose behalf this thread computes (the app sets it at the top of every script run and in
+# each job's thread; Streamlit runs every session's script in a thread of its own). Stores note it as the
+# owner of what is put, so that making room takes a visitor's own older results before anyone else's.
+VISITOR: ContextVar[str | None] = ContextVar("attnviz_visitor", default=None)
 
 BUDGET_VARIABLE = "ATTNVIZ_MEMORY_BUDGET_GB"
 DEFAULT_BUDGET_GB = 2.5
@@ -58,7 +64,7 @@ class ByteStore:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[object, int, str | None]] = OrderedDict()  # value, bytes, owner
         self._lock = threading.Lock()
         self._total = 0
 
@@ -80,7 +86,7 @@ class ByteStore:
                 return False
             while self._items and self._total + nbytes > self.capacity:
                 self._pop(next(iter(self._items)))
-            self._items[key] = (value, nbytes)
+            self._items[key] = (value, nbytes, VISITOR.get())
             self._total += nbytes
             return True
 
@@ -96,6 +102,22 @@ class ByteStore:
                 return False
             self._pop(next(iter(self._items)))
             return True
+
+    def evict_for(self, visitor: str | None, tier: int) -> bool:
+        """Drop the least recently used entry of one tier, False when it has none. Tier 0: `visitor`'s own
+        entries; tier 1: other visitors' entries except each one's most recent (the one its page shows);
+        tier 2: any entry. A flood of one visitor's texts so pushes out its own older results first."""
+        if tier == 2:
+            return self.evict_oldest()
+        with self._lock:
+            newest: dict[str | None, Hashable] = {}
+            for key, (_, _, owner) in self._items.items():
+                newest[owner] = key
+            for key, (_, _, owner) in self._items.items():
+                if (owner == visitor) if tier == 0 else (owner != visitor and newest[owner] != key):
+                    self._pop(key)
+                    return True
+            return False
 
     def keys(self) -> list:
         """Keys, least recently used first."""

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Hashable
 
 from attnviz.workbench.jobs import Jobs
-from attnviz.workbench.memory import ByteStore, memory_budget, process_rss, release_memory
+from attnviz.workbench.memory import VISITOR, ByteStore, memory_budget, process_rss, release_memory
 from attnviz.workbench.slots import HeavySlots
 
 # Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
 TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
+# A model some page has asked for within this many seconds is in use: never evicted to make room.
+IN_USE_S = 300.0
 
 
 class OverBudget(Exception):
@@ -40,15 +43,18 @@ class Workbench:
         self.fixtures: dict[Hashable, object] = {}  # the untrained fallback models, never evicted
         # What a visitor typed -> the model store's key (shelf.load_model); bounded, since names are typed.
         self.model_keys = ByteStore(1_000_000)
+        self.model_used: dict[Hashable, float] = {}  # model store key -> when a page last asked for it
 
     @contextlib.contextmanager
     def reserve(self, need: int, keep_model: Hashable | None = None):
-        """Hold `need` bytes of the budget while the block computes; evict the oldest views, traces and
-        models (never `keep_model`) until they fit; OverBudget when even that is not enough."""
+        """Hold `need` bytes of the budget while the block computes; make room by evicting views and traces
+        (this visitor's own older ones first, other visitors' current ones last), then models no page uses
+        (never `keep_model`); OverBudget when even that is not enough."""
         keep_model = self.model_keys.get(keep_model) or keep_model
+        visitor = VISITOR.get()
         with self._guard:
             while self.rss() + self.reserved + need > self.budget:
-                if not (self.views.evict_oldest() or self.traces.evict_oldest() or self._evict_model(keep_model)):
+                if not (self._evict_result(visitor) or self._evict_model(keep_model)):
                     raise OverBudget(need, self.budget, self.rss() + self.reserved)
                 release_memory()
             self.reserved += need
@@ -62,9 +68,18 @@ class Workbench:
         """What is left of the budget now, before any eviction."""
         return self.budget - self.rss() - self.reserved
 
+    def _evict_result(self, visitor: str | None) -> bool:
+        return any(store.evict_for(visitor, tier) for tier in (0, 1, 2) for store in (self.views, self.traces))
+
+    def model_asked(self, key: Hashable) -> None:
+        """A page uses the model under `key` now (shelf.load_model / cached_model)."""
+        self.model_used[key] = time.monotonic()
+
     def _evict_model(self, keep: Hashable | None) -> bool:
-        """Drop the oldest model other than `keep` (sessions using it reload it on their next run)."""
-        held = [key for key in self.models.keys() if key != keep]
+        """Drop the oldest model that is not `keep` and that no page asked for within IN_USE_S."""
+        now = time.monotonic()
+        held = [key for key in self.models.keys()
+                if key != keep and now - self.model_used.get(key, float("-inf")) > IN_USE_S]
         if not held:
             return False
         self.models.discard(held[0])

@@ -82,7 +82,10 @@ def hub_load_bytes(hub_id: str) -> int:
 def cached_model(bench: Workbench, name: str):
     """The loaded model `name` names, or None (not loaded, or a source the app refuses)."""
     key = bench.model_keys.get(name)
-    return None if key is None else bench.models.get(key)
+    model = None if key is None else bench.models.get(key)
+    if model is not None:
+        bench.model_asked(key)
+    return model
 
 
 def source_load_bytes(source: AppSource) -> int:
@@ -102,6 +105,7 @@ def load_model(bench: Workbench, source: AppSource, progress=None):
     model = bench.models.get(source.key)
     if model is not None:
         bench.model_keys.put(source.name, source.key, len(source.key))
+        bench.model_asked(source.key)
         return model
     with bench.load_lock(source.key):  # a second visitor asking for the same model waits for the first load
         model = bench.models.get(source.key)
@@ -119,6 +123,7 @@ def load_model(bench: Workbench, source: AppSource, progress=None):
             release_memory()
             bench.models.put(source.key, model, parameter_bytes(model.module))
     bench.model_keys.put(source.name, source.key, len(source.key))
+    bench.model_asked(source.key)
     return model
 
 
