@@ -29,7 +29,7 @@ def start_scan(browser, url):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(url + LINK)
     page.wait_for_selector("[data-testid=stApp]")
-    page.get_by_text("Switch heads off").click()
+    page.get_by_text("Switch heads off").click(timeout=240_000)  # SmolLM2 loads first
     page.get_by_role("button", name="Scan every head (270 forward passes)").click(timeout=180_000)
     bar = page.get_by_text(PROGRESS)
     expect(bar).to_be_visible(timeout=120_000)

@@ -232,3 +232,42 @@ def test_a_model_in_use_is_never_evicted():
         with bench.reserve(500 * MB, keep_model="mine"):
             pass
     assert bench.models.keys() == ["in use"]
+
+
+PEAK = """
+import sys
+from attnviz.workbench import Workbench, shelf, traces
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+def measured(step):
+    before = status("VmRSS")
+    open("/proc/self/clear_refs", "w").write("5")  # the high-water mark starts again from here
+    result = step()
+    return status("VmHWM") - before, result
+
+import attnviz.loading.hf  # the libraries themselves are not what a load reserves
+attnviz.loading.hf.import_transformers()
+name = sys.argv[1]
+bench = Workbench(budget=16_000_000_000)
+source = shelf.check_source(name)
+load_peak, model = measured(lambda: shelf.load_model(bench, source))
+text = " ".join(["The keys to the cabinet are on the table."] * 30)
+trace_peak, _ = measured(lambda: traces.trace(bench, name, text, None))
+print(load_peak, shelf.source_load_bytes(source), trace_peak, traces.trace_bytes(model, len(model.encode(text).ids)))
+"""
+
+
+@pytest.mark.parametrize("name", [MINILM, "HuggingFaceTB/SmolLM2-135M-Instruct"])
+def test_reservations_cover_the_measured_peak(name):
+    """What a load reserves (source_load_bytes: a GGUF checkpoint dequantised and converted, or safetensors)
+    and what a trace reserves (trace_bytes), against the peak resident memory each reaches (VmHWM) in a fresh
+    process."""
+    done = subprocess.run([sys.executable, "-c", PEAK, name], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    load_peak, load_estimate, trace_peak, trace_estimate = map(int, done.stdout.split()[-4:])
+    assert load_peak <= load_estimate <= 4 * load_peak, (load_peak, load_estimate)
+    assert trace_peak <= trace_estimate <= 4 * trace_peak, (trace_peak, trace_estimate)

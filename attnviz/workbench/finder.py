@@ -20,10 +20,11 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
     """The docs/architecture.md JSON block of this relation; the caller holds the heavy-work slot."""
     texts = sorted({item.text for item in items}, key=len)
     longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
-    batch_size = max(1, min(32, BATCH_BYTES // trace_bytes(model, longest)))
+    per_text = trace_bytes(model, longest, 2) - trace_bytes(model, longest)
+    batch_size = max(1, min(32, BATCH_BYTES // per_text))
     # A batch's traces, and scoring its largest trace (they are scored one after another).
     words = max(len(item.words) for item in items)
-    need = max(BATCH_BYTES, batch_size * trace_bytes(model, longest)) + scoring_peak_bytes(
+    need = max(BATCH_BYTES, trace_bytes(model, longest, batch_size)) + scoring_peak_bytes(
         model.info.n_layers, model.info.n_heads, longest, words)
     with bench.reserve(need, keep_model=name):
         scores = score_model(model, items, batch_size=batch_size, progress=progress, sink_aware=sink_aware)
@@ -66,7 +67,7 @@ def _run_examples(bench: Workbench, model, name: str, missing: list[str], traces
         batch = missing[start:start + EXAMPLE_BATCH]
         longest = max(len(e.ids) for e in model.tokenizer.encode_batch(batch))
         # the padded float32 batch and the per-text slices cut from it
-        with bench.reserve(2 * len(batch) * trace_bytes(model, longest), keep_model=name):
+        with bench.reserve(trace_bytes(model, longest, 2 * len(batch)), keep_model=name):
             for text, held in zip(batch, model.run_batch(batch)):
                 held.attentions.setflags(write=False)
                 bench.traces.put(("example", name, text), held, nbytes(held))

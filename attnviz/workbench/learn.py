@@ -66,7 +66,7 @@ def conversion(bench: Workbench, model, name: str, text: str, g: int):
     enc = model.encode(text)
     config = model.config
     pooled = 2 * config.n_layers * config.d_model * g * config.dim_per_head * 4
-    with bench.reserve(2 * trace_bytes(model, len(enc.ids)) + pooled, keep_model=name):
+    with bench.reserve(trace_bytes(model, len(enc.ids), 2) + pooled, keep_model=name):
         result = conversion_distances(model.module, enc.ids, g, enc.type_ids)
     bench.views.put(key, result, RESULT_BYTES)
     return result

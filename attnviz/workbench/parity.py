@@ -15,5 +15,6 @@ def parity(bench: Workbench, model, text: str, text_pair: str | None, progress=N
     reference = reference_for(bench, model, progress=progress)
     if progress is not None:
         progress(COMPARING)
-    with bench.reserve(2 * trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=model.info.name):
+    n_tokens = len(model.encode(text, text_pair).ids)
+    with bench.reserve(trace_bytes(model, n_tokens, 2), keep_model=model.info.name):  # ours and HF's
         return check_parity(model, text, text_pair, reference=reference)

@@ -88,15 +88,22 @@ def cached_model(bench: Workbench, name: str):
     return model
 
 
+# A local load's peak per byte of its checkpoint (our float32 module, the checkpoint held while converting,
+# and the dequantisation's or conversion's transient copies), plus the tokenizer and the first use of the
+# libraries. VmHWM measured in tests/test_workbench.py: MiniLM, 91 MB of safetensors, 282 MB; SmolLM2 GGUF,
+# 538 MB dequantised, 1,345 MB.
+LOAD_FACTOR, LOAD_OVERHEAD = 2.6, 100_000_000
+
+
 def source_load_bytes(source: AppSource) -> int:
     """Peak bytes of loading `source`, before any weight is read: a hub model's from its config.json; a local
-    or offline one's from its weight files' headers, taken twice (our float32 module, and the checkpoint
-    held while converting; a GGUF file counts dequantised). A folder without safetensors needs nothing here:
-    `attnviz.load` refuses it."""
-    if source.from_hub:
-        return hub_load_bytes(source.location)
+    or offline one's from its weight files' headers (LOAD_FACTOR, LOAD_OVERHEAD; a GGUF file counts
+    dequantised). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
+    if source.from_hub:  # load_bytes counts the module and the checkpoint once each (2x the parameters)
+        return int(hub_load_bytes(source.location) * LOAD_FACTOR / 2) + LOAD_OVERHEAD
     path = offline_path(source.location) or Path(source.location)
-    return 2 * (checkpoint_bytes(path) or 0)
+    held = checkpoint_bytes(path)
+    return 0 if held is None else int(LOAD_FACTOR * held) + LOAD_OVERHEAD
 
 
 def load_model(bench: Workbench, source: AppSource, progress=None):

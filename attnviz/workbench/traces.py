@@ -13,11 +13,19 @@ from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
 
+# Peak bytes per attention cell of one run: the float32 probabilities (4), the float16 copy the store keeps
+# (2), and the forward pass's per-layer scores and the allocator's slack; and a fixed allowance for the
+# activations and, in a fresh process, torch's first-pass scratch. VmHWM measured on 300-token texts
+# (tests/test_workbench.py): SmolLM2 191 MB for 24 M cells, MiniLM 87 MB for 6.6 M cells.
+TRACE_BYTES_PER_CELL, TRACE_OVERHEAD = 9, 32_000_000
 
-def trace_bytes(model, n_tokens: int) -> int:
-    """Peak bytes of one run: the float32 probabilities, and the float16 copy the store keeps."""
+
+def trace_bytes(model, n_tokens: int, n_texts: int = 1) -> int:
+    """Peak bytes of one run of `n_texts` texts of up to `n_tokens` tokens (TRACE_BYTES_PER_CELL a cell, the
+    hidden states, and TRACE_OVERHEAD once)."""
     info = model.info
-    return info.n_layers * info.n_heads * n_tokens * n_tokens * (4 + 2) + 4 * n_tokens * model.config.d_model
+    cells = info.n_layers * info.n_heads * n_tokens * n_tokens
+    return n_texts * (TRACE_BYTES_PER_CELL * cells + 4 * n_tokens * model.config.d_model) + TRACE_OVERHEAD
 
 
 def compact(trace):
