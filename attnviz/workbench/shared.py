@@ -18,6 +18,9 @@ from attnviz.workbench.slots import HeavySlots
 TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
 # A model some page has asked for within this many seconds is in use: never evicted to make room.
 IN_USE_S = 300.0
+# Runs that reserve more than this go one at a time (`large_runs`): five tabs of 512-token texts running at
+# once on a shared CPU only slow each other, and their reservations together left no room for anyone else.
+LARGE_RUN_BYTES = 100_000_000
 
 
 class OverBudget(Exception):
@@ -37,6 +40,7 @@ class Workbench:
         self.views = ByteStore(int(VIEW_SHARE * self.budget))
         self.slots = HeavySlots()
         self.jobs = Jobs(self.slots)  # heavy actions in threads of their own, cancellable from the page
+        self.large_runs = threading.Lock()
         self.reserved = 0
         self._guard = threading.Lock()
         self._load_locks: dict[Hashable, threading.Lock] = {}
@@ -63,6 +67,16 @@ class Workbench:
         finally:
             with self._guard:
                 self.reserved -= need
+
+    @contextlib.contextmanager
+    def run_slot(self, need: int):
+        """Around a forward pass that reserves `need`: a large one waits for the other large ones; a light
+        visitor's short text never waits."""
+        if need <= LARGE_RUN_BYTES:
+            yield
+            return
+        with self.large_runs:
+            yield
 
     def free_bytes(self) -> int:
         """What is left of the budget now, before any eviction."""

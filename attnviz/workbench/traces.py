@@ -48,11 +48,14 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
     held = bench.traces.get(key)
     if held is None:
         model = model_for(bench, name)
-        n_tokens = len(model.encode(text, text_pair).ids)
-        with bench.reserve(trace_bytes(model, n_tokens), keep_model=name):
-            held = compact(model.run(text, text_pair))
-            trim_heap()  # the float32 probabilities just freed
-        bench.traces.put(key, held, nbytes(held))
+        need = trace_bytes(model, len(model.encode(text, text_pair).ids))
+        with bench.run_slot(need):
+            held = bench.traces.get(key)  # another visitor may have run it meanwhile
+            if held is None:
+                with bench.reserve(need, keep_model=name):
+                    held = compact(model.run(text, text_pair))
+                    trim_heap()  # the float32 probabilities just freed
+                bench.traces.put(key, held, nbytes(held))
     return held
 
 
