@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 import transformers as tf
@@ -271,3 +272,31 @@ def test_reservations_cover_the_measured_peak(name):
     load_peak, load_estimate, trace_peak, trace_estimate = map(int, done.stdout.split()[-4:])
     assert load_peak <= load_estimate <= 4 * load_peak, (load_peak, load_estimate)
     assert trace_peak <= trace_estimate <= 4 * trace_peak, (trace_peak, trace_estimate)
+
+
+def test_a_reservation_waits_for_another_visitors_to_end_but_never_for_its_own():
+    bench = Workbench(budget=1_000 * MB)
+    bench.rss = lambda: 500 * MB
+    inside, leave = threading.Event(), threading.Event()
+
+    def long_run():
+        with bench.reserve(400 * MB):
+            inside.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=long_run)
+    other.start()
+    inside.wait(5)
+    threading.Timer(0.3, leave.set).start()
+    started = time.monotonic()
+    with bench.reserve(200 * MB):  # 500 + 400 + 200 > 1000 until the other run ends
+        waited = time.monotonic() - started
+    other.join()
+    assert 0.2 < waited < 5
+    with bench.reserve(300 * MB):  # nested: the thread's own reservation never frees while it waits
+        started = time.monotonic()
+        with pytest.raises(OverBudget):
+            with bench.reserve(300 * MB):
+                pass
+        assert time.monotonic() - started < 1
+    assert bench.reserved == 0

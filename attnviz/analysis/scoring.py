@@ -260,10 +260,15 @@ def word_attention(
     trace: AttentionTrace,
     word_spans: Sequence[tuple[int, int]] | None = None,
     word_sequence: Sequence[int] | None = None,
+    head: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans)."""
+    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans); with
+    `head` = (layer, head), that head's alone, [1, 1, n, n] (every head of a 900-word item is 1.7 GB)."""
     word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
-    return word_attention_matrix(self_attentions(trace), word_of_token, n_words)
+    attentions = self_attentions(trace)
+    if head is not None:
+        attentions = attentions[head[0]:head[0] + 1, head[1]:head[1] + 1]
+    return word_attention_matrix(attentions, word_of_token, n_words)
 
 
 def predictions(word_attn: np.ndarray, sink_aware: bool = False) -> np.ndarray:

@@ -120,6 +120,8 @@ def guarded(render):
         VISITOR.set(session_id())  # whose results the stores hold (workbench.memory.VISITOR)
         try:
             return render(*args, **kwargs)
+        except OverBudget as error:  # e.g. a fragment's trace was evicted since the page drew, and is refused now
+            st.error(over_budget_message(error))
         except Exception:
             log.exception("unexpected error in %s", render.__qualname__)
             st.error(t("unexpected_error"))

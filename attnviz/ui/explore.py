@@ -188,13 +188,16 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
             view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
             highlight=highlight, scale=scale, row_labels=view.labels, col_labels=view.labels, colorscale=palette,
             text=text), view_key[5]),
+        work_bytes=4 * view.attentions.nbytes,
     )
     lens_ui.peak_note(view_key)
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
         st.info(t("pooled", cells=meta["tile"][0]))
-    event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
-                            on_select="rerun", selection_mode="points")
+    # Serialising a long text's mosaic holds the interpreter for a while: one at a time (Workbench.run_slot).
+    with workbench().run_slot(4 * view.attentions.nbytes):
+        event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
+                                on_select="rerun", selection_mode="points")
     select_clicked_head(event)
 
 

@@ -28,6 +28,7 @@ PARSERS = {"auto": "auto", "probes": "Probe JSONL", "conllu": "CoNLL-U", "winobi
 UPLOAD_TYPES = ["jsonl", "json", "conllu", "txt", "dev", "test"]
 EXAMPLES_SHOWN = 3  # passing and failing examples shown for the chosen head
 EXAMPLE_POOL = 40  # items re-run to find them
+EXAMPLE_MAX_WORDS = 96  # an example is drawn as a words x words heatmap: longer items are not examples
 
 
 def render() -> None:
@@ -188,7 +189,12 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
     st.markdown(f"**{t('examples_for_head', layer=layer, head=head)}**")
     st.caption(t("examples_marks"))
     causal = bool(model.info.causal)
-    pool = [item for item in items if scorable(item, direction, causal)][:EXAMPLE_POOL]
+    scorable_items = [item for item in items if scorable(item, direction, causal)]
+    pool = [item for item in scorable_items if len(item.words) <= EXAMPLE_MAX_WORDS][:EXAMPLE_POOL]
+    if len(pool) < min(len(scorable_items), EXAMPLE_POOL):
+        st.caption(t("examples_long_skipped", limit=EXAMPLE_MAX_WORDS))
+    if not pool:
+        return
     shown = {True: 0, False: 0}
     try:
         example_traces = finder.example_traces(workbench(), model, source, pool, hold=heavy_slot)
@@ -200,7 +206,7 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
         return
     for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
-        weights = word_attention(trace, item.word_spans)[layer, head]  # n, n
+        weights = word_attention(trace, item.word_spans, head=(layer, head))[0, 0]  # n, n
         guess = int(predictions(weights[None, None], sink_aware)[0, 0, read])
         right = guess == gold
         if shown[right] >= EXAMPLES_SHOWN:

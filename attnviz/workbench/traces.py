@@ -72,7 +72,7 @@ def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: s
         return attention_view(held, level, False)  # the trace's own array, no copy
 
     def make():
-        with bench.reserve(held.attentions.nbytes):
+        with bench.run_slot(4 * held.attentions.nbytes), bench.reserve(held.attentions.nbytes):
             made = attention_view(held, level, hide_special)
         made.attentions.setflags(write=False)
         return made
@@ -104,10 +104,15 @@ def export(bench: Workbench, model, text: str, text_pair: str | None, kind: str,
         return write(model.run(text, text_pair))
 
 
-def figure(bench: Workbench, key: tuple, build):
+def figure(bench: Workbench, key: tuple, build, work_bytes: int = 0):
     """A figure built once per key (the mosaic: pooling 70 M weights of a 512-token SmolLM2 trace is
-    the costly part of a rerun), shared read-only like the views."""
-    return bench.shared_value(("figure", *key), build, figure_bytes)
+    the costly part of a rerun), shared read-only like the views; `work_bytes`, the size of the arrays it
+    pools, puts a large one in the run slot."""
+    def make():
+        with bench.run_slot(work_bytes):
+            return build()
+
+    return bench.shared_value(("figure", *key), make, figure_bytes)
 
 
 def figure_bytes(built) -> int:
