@@ -93,8 +93,9 @@ def export_bytes(model, n_tokens: int, kind: str) -> int:
 
 
 def export_room(bench: Workbench) -> int:
-    """The most an export could be given now: what is free, and what evicting every trace and view frees."""
-    return bench.free_bytes() + bench.traces.total_bytes + bench.views.total_bytes
+    """The most an export could be given: what is not resident, and what evicting every trace and view frees
+    (reservations of running work are not counted: the export's own reservation waits for them)."""
+    return bench.budget - bench.rss() + bench.traces.total_bytes + bench.views.total_bytes
 
 
 def export(bench: Workbench, model, text: str, text_pair: str | None, kind: str, write) -> bytes | str:
