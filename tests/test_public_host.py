@@ -317,3 +317,16 @@ def test_every_text_box_has_a_length_limit():
                     and "max_chars" not in {k.arg for k in node.keywords}):
                 unbounded.append(f"{path.name}:{node.lineno}")
     assert not unbounded, unbounded
+
+
+def test_word_pickers_offer_only_the_words_that_have_tokens():
+    """A 20,000-character sentence in the Head Finder's own-sentence box, truncated to 512 tokens: the word
+    pickers offer only the words that kept tokens (a 4 MB text once sent two million options, and the
+    browser tab crashed)."""
+    require_offline(MINILM)
+    at = AppTest.from_file(str(ROOT / "app_pages" / "1_Head_Finder.py"), default_timeout=TIMEOUT).run()
+    text = " ".join(f"w{i}" for i in range(4_000))[:20_000]
+    at.text_input(key="finder_text").set_value(text).run()
+    assert not at.exception
+    options = at.selectbox(key="finder_source").options
+    assert 2 <= len(options) <= 512 < len(text.split()), len(options)

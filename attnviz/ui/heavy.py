@@ -30,18 +30,18 @@ def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, ste
     jobs = workbench().jobs
     key = (session_id(), button_key, *inputs)
     job = jobs.get(key)
+    if job is not None and job.finished.is_set():
+        jobs.pop(key)
+        if job.error is None:
+            return job.result
+        _explain(job.error, on_error)  # then the button again, to start over
+        job = None
     if job is None:
         if not st.button(label, key=button_key, type="primary" if primary else "secondary"):
             return None
         job = jobs.start(key, session_id(), work)
-    if not job.finished.is_set():
-        job.seen()
-        _progress(key, button_key, step_text)
-        return None
-    jobs.pop(key)
-    if job.error is None:
-        return job.result
-    _explain(job.error, on_error)
+    job.seen()
+    _progress(key, button_key, step_text)
     return None
 
 
