@@ -300,3 +300,36 @@ def test_a_reservation_waits_for_another_visitors_to_end_but_never_for_its_own()
                 pass
         assert time.monotonic() - started < 1
     assert bench.reserved == 0
+
+
+PARSE_PEAK = """
+import sys
+from attnviz.workbench import Workbench, finder
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+sentences = []
+for s in range(4_000):
+    rows = [f"{i}\\tword{i}\\t_\\tX\\t_\\t_\\t{0 if i == 1 else 1}\\t{'root' if i == 1 else 'dep'}\\t_\\t_"
+            for i in range(1, 41)]
+    sentences.append(f"# sent_id = s{s}\\n" + "\\n".join(rows) + "\\n")
+data = "\\n".join(sentences).encode()
+bench = Workbench(budget=16_000_000_000)
+before = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")
+items = finder.parsed_items(bench, "conllu", data, "x.conllu")
+print((status("VmHWM") - before) / len(data), len(items))
+"""
+
+
+def test_an_uploads_reservation_covers_its_parse():
+    done = subprocess.run([sys.executable, "-c", PARSE_PEAK], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    per_byte, n_items = done.stdout.split()
+    from attnviz.workbench.finder import PARSE_BYTES_PER_BYTE
+
+    assert int(n_items) == 4_000 * 39
+    assert float(per_byte) <= PARSE_BYTES_PER_BYTE <= 4 * float(per_byte), per_byte

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
+from attnviz.loading.hf import import_transformers
 from attnviz.workbench.jobs import Jobs
 from attnviz.workbench.memory import VISITOR, ByteStore, memory_budget, process_rss, release_memory
 from attnviz.workbench.slots import HeavySlots
@@ -50,6 +51,8 @@ class Workbench:
         self._held: dict[int, int] = {}  # thread -> bytes it has reserved (a thread never waits for itself)
         self._load_locks: dict[Hashable, threading.Lock] = {}
         self.fixtures: dict[Hashable, object] = {}  # the untrained fallback models, never evicted
+        # transformers' names, once, now: the first visitors then never import it from several threads at once
+        import_transformers()
         # What a visitor typed -> the model store's key (shelf.load_model); bounded, since names are typed.
         self.model_keys = ByteStore(1_000_000)
         self.model_used: dict[Hashable, float] = {}  # model store key -> when a page last asked for it
