@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser import launch_chromium, server_cpu_seconds, streamlit_app
+from tests.browser import ROOT, launch_chromium, server_cpu_seconds, streamlit_app
 from tests.conftest import SMOLLM, require_offline
 
 LINK = f"?model={quote(SMOLLM)}&text={quote('The keys to the cabinet are on the table.')}&off=0.0"
@@ -65,6 +65,7 @@ def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
     with sync_playwright() as p:
         browser = launch_chromium(p)
         page, bar = start_scan(browser, server.url)
+        page.screenshot(path=str(ROOT / "artifacts" / "cancel.png"), full_page=True)
         busy = idle_cpu(server.pid, 2.0)
         assert busy > 1.2, busy  # the scan keeps a core busy: what "idle" is measured against
         page.get_by_role("button", name="Cancel").click()

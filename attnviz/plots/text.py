@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnviz.analysis.views import WHITESPACE_SIGNS  # one table: tokens read alike everywhere
+
 
 @dataclass(frozen=True)
 class PlotText:
@@ -33,7 +35,6 @@ class PlotText:
 
 ENGLISH = PlotText()
 
-_WHITESPACE_SIGNS = {" ": "␣", "\n": "⏎", "\r": "␍", "\t": "⇥"}
 
 
 def escape_label(text: object) -> str:
@@ -49,7 +50,7 @@ def escape_label(text: object) -> str:
     if text == "":
         return "∅"
     if text.isspace():
-        text = "".join(_WHITESPACE_SIGNS.get(char, "␣") for char in text.replace("\r\n", "\n"))
+        text = "".join(WHITESPACE_SIGNS.get(char, "␣") for char in text.replace("\r\n", "\n"))
     else:
         text = text.replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("$", "&#36;")
