@@ -77,6 +77,6 @@ def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
         page.close()  # the same scan again, then the tab goes away mid-scan
         page, bar = start_scan(browser, server.url)
         page.close()
-        windows = goes_idle(server.pid, within=20)  # the heartbeat (5 s) runs out, the next step stops the work
-        assert windows[-1] < 1.0 and len(windows) <= 5, windows
+        windows = goes_idle(server.pid, within=40)  # the heartbeat (15 s) runs out, the next step stops the work
+        assert windows[-1] < 1.0 and len(windows) <= 10, windows
         browser.close()

@@ -118,6 +118,7 @@ def guarded(render):
     @functools.wraps(render)
     def run(*args, **kwargs):
         VISITOR.set(session_id())  # whose results the stores hold (workbench.memory.VISITOR)
+        workbench().jobs.touch_session(session_id())  # this visitor's running heavy actions are still wanted
         try:
             return render(*args, **kwargs)
         except OverBudget as error:  # e.g. a fragment's trace was evicted since the page drew, and is refused now

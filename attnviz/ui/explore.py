@@ -21,6 +21,7 @@ from attnviz.ui.common import (
     plot_text,
     public_message,
     seed_from_url,
+    session_id,
     sidebar,
     stage_label,
     t,
@@ -29,9 +30,11 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.strings import translate
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
 from attnviz.workbench import heads as head_work
+from attnviz.workbench.memory import VISITOR
 
 EXAMPLES = [
     "The keys to the cabinet are on the table.",
@@ -406,15 +409,19 @@ def exports(model, text, text_b) -> None:
         if need > traces.export_room(bench):  # refused here, visibly, rather than after the click
             column.caption(t("export_too_large", kind=kind.upper(), need=need / 1e9, budget=bench.budget / 1e9))
             continue
-        build = functools.partial(_export, bench, model, text, text_b, kind, write)
+        build = functools.partial(_export, bench, model, text, text_b, kind, write, session_id(),
+                                  st.session_state.get("lang", "en"))
         column.download_button(t(f"download_{kind}"), build, file_name=f"attnviz_trace.{kind}", mime=mime,
                                on_click="ignore", key=kind)
 
 
-def _export(bench, model, text, text_b, kind: str, write):
+def _export(bench, model, text, text_b, kind: str, write, visitor: str, lang: str):
     """The export's bytes; if memory ran short since the page was drawn, a short text that says so (the
-    download is the only place the visitor will look)."""
+    download is the only place the visitor will look). Streamlit calls this in a worker thread of its own,
+    outside the script run: the visitor and the language come from the page, not from the session."""
+    VISITOR.set(visitor)
     try:
         return traces.export(bench, model, text, text_b, kind, write)
     except OverBudget as error:
-        return t("export_refused", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
+        return translate(lang, "export_refused", need=error.need / 1e9, budget=error.budget / 1e9,
+                         used=error.used / 1e9)

@@ -10,7 +10,6 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis import (
     DIRECTIONS,
-    detect_format,
     predictions,
     word_attention,
 )
@@ -92,7 +91,7 @@ def choose_items():
             return [], None
         data = upload.getvalue()
         if kind == "auto":
-            kind = detect_format(upload.name, data)
+            kind = finder.detected_format(upload.name, data)
             st.caption(t("format_detected", kind=parser_label(kind)))
         unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
         items = finder.parsed_items(workbench(), kind, data, upload.name, "" if unspaced else " ")

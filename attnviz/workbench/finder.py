@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 
-from attnviz.analysis import parse_items, score_model, scoring_peak_bytes, to_json
+from attnviz.analysis import detect_format, parse_items, score_model, scoring_peak_bytes, to_json
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import nbytes, trace_bytes
 
@@ -35,6 +35,18 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
 # items), and what the items hold afterwards (words as Python strings, spans). VmHWM measured 18.8 for a
 # 5 MB CoNLL-U file of 172,000 arcs (tests/test_workbench.py).
 PARSE_BYTES_PER_BYTE, PARSED_BYTES_PER_BYTE = 24, 20
+
+
+DETECT_PREFIX_BYTES = 65_536  # a format is told from the file's first lines: no need to decode all 20 MB
+
+
+def detected_format(name: str, data: bytes) -> str:
+    """analysis.detect_format on the file's first DETECT_PREFIX_BYTES (cut at a line end): the whole of a
+    20 MB upload of comment lines, decoded and split on every rerun, took 360 MB outside the budget."""
+    prefix = data[:DETECT_PREFIX_BYTES]
+    if len(data) > DETECT_PREFIX_BYTES and b"\n" in prefix:
+        prefix = prefix[:prefix.rindex(b"\n") + 1]
+    return detect_format(name, prefix)
 
 
 def parsed_items(bench: Workbench, kind: str, data: bytes, name: str, sep: str = " ") -> list:

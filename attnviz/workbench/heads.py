@@ -33,6 +33,9 @@ def scan_heads(bench: Workbench, model, name: str, text: str, quantity: str, con
                progress=None):
     """Every head switched off alone (effects.importance_scan), batched within SCAN_BATCH_BYTES and the
     budget; computed once per (model, text, quantity, continuation) and shared."""
+    done = scan_scores(bench, name, text, quantity, continuation)
+    if done is not None:  # another visitor's identical scan finished while this one waited for the slot
+        return done
     n_tokens = len(model.encode(text + (continuation or "")).ids)
     batch = effects.scan_batch_size(model, n_tokens)
     with bench.reserve(effects.scan_bytes(model, n_tokens, batch), keep_model=name):
@@ -50,6 +53,9 @@ def detector_scores(bench: Workbench, name: str):
 def detect(bench: Workbench, model, name: str, progress=None):
     """Previous-token, duplicate-token and induction scores of every head (analysis.detectors), computed
     once per model and shared."""
+    done = detector_scores(bench, name)
+    if done is not None:
+        return done
     n, info = DETECTOR_TOKENS, model.info
     with bench.reserve(info.n_layers * info.n_heads * (2 * n) ** 2 * 4 * 2, keep_model=name):
         scores = detect_heads(model, n=n, sequences=DETECTOR_SEQUENCES, progress=progress)

@@ -19,7 +19,10 @@ from attnviz.workbench.slots import HeavySlots
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 5.0  # a job no page has drawn for this long is cancelled (the page redraws it every POLL_S)
+# A job no page has drawn for this long is cancelled. The page redraws it every POLL_S, and every script run
+# of its session touches it at the start (a slow full rerun, waiting for a slot or the budget, does not
+# reach the drawing for a while).
+HEARTBEAT_S = 15.0
 KEEP_FINISHED_S = 120.0  # a finished job nobody came back for is dropped after this
 
 
@@ -87,18 +90,28 @@ class Jobs:
         try:
             with self._slots.hold(job.session_id, waiting=job.check):
                 job.waiting = False
+                job.check()  # cancelled while it waited for the slot's last step
                 job.result = work(job)
         except Exception as error:  # the page shows it (Cancelled, Busy, OverBudget, bad input, the unforeseen)
             if not isinstance(error, Cancelled):
-                log.info("job %r ended with %s", job.key, type(error).__name__)
-            job.error = error
+                log.info("job %r ended with %s", job.key, type(error).__name__, exc_info=error)
+            # Without its traceback: the frames it holds keep the work's arrays alive after its reservation.
+            job.error = error.with_traceback(None)
         finally:
             job.finished_at = self._clock()
             job.finished.set()
 
     def get(self, key: Hashable) -> Job | None:
         with self._lock:
+            self._drop_stale()
             return self._jobs.get(key)
+
+    def touch_session(self, session_id: str) -> None:
+        """A script run of this visitor has started: its jobs are still wanted."""
+        with self._lock:
+            for job in self._jobs.values():
+                if job.session_id == session_id:
+                    job.seen()
 
     def pop(self, key: Hashable) -> Job | None:
         with self._lock:
@@ -106,6 +119,7 @@ class Jobs:
 
     def running(self) -> list[Job]:
         with self._lock:
+            self._drop_stale()
             return [job for job in self._jobs.values() if not job.finished.is_set()]
 
     def _drop_stale(self) -> None:

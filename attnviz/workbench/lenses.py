@@ -39,9 +39,9 @@ def lens_attentions(bench: Workbench, name: str, text: str, text_pair: str | Non
     weights = bench.views.get(key)
     if weights is None and lens != "flow":
         held = trace(bench, name, text, text_pair)
+        norms = value_norms(bench, name, text, text_pair) if lens == "value" else None  # before: it may load
         with bench.reserve(3 * held.attentions.nbytes, keep_model=name):  # float32 result + its float16 copy
             if lens == "value":
-                norms = value_norms(bench, name, text, text_pair)
                 weights = lenses.value_weighted(held.attentions, norms, normalise)
             else:
                 weights = lenses.rollout(held.attentions)[:, None]
@@ -53,6 +53,9 @@ def lens_attentions(bench: Workbench, name: str, text: str, text_pair: str | Non
 
 def compute_flow(bench: Workbench, name: str, text: str, text_pair: str | None, progress=None) -> np.ndarray:
     """Attention flow (analysis.lenses.flow, at most FLOW_MAX_TOKENS tokens), computed once and shared."""
+    done = bench.views.get(("lens", name, text, text_pair, "flow", None))
+    if done is not None:
+        return done
     held = trace(bench, name, text, text_pair)
     # The deepest layer's graph has (L + 1) T nodes, held as Python lists of floats (~32 bytes a cell: a
     # pointer and a float object), plus one residual copy per max-flow.

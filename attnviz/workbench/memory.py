@@ -103,21 +103,25 @@ class ByteStore:
             self._pop(next(iter(self._items)))
             return True
 
-    def evict_for(self, visitor: str | None, tier: int) -> bool:
-        """Drop the least recently used entry of one tier, False when it has none. Tier 0: `visitor`'s own
-        entries; tier 1: other visitors' entries except each one's most recent (the one its page shows);
-        tier 2: any entry. A flood of one visitor's texts so pushes out its own older results first."""
-        if tier == 2:
-            return self.evict_oldest()
+    def evict_for(self, visitor: str | None, tier: int, want: int) -> int:
+        """Drop entries of one tier, least recently used first, until they held `want` bytes (in one pass
+        over the store); return the bytes they held. Tier 0: `visitor`'s own entries; tier 1: other
+        visitors' entries except each one's most recent (the one its page shows); tier 2: any entry. A flood
+        of one visitor's texts so pushes out its own older results first."""
         with self._lock:
             newest: dict[str | None, Hashable] = {}
             for key, (_, _, owner) in self._items.items():
                 newest[owner] = key
-            for key, (_, _, owner) in self._items.items():
-                if (owner == visitor) if tier == 0 else (owner != visitor and newest[owner] != key):
-                    self._pop(key)
-                    return True
-            return False
+            chosen, freed = [], 0
+            for key, (_, nbytes, owner) in self._items.items():
+                if freed >= want:
+                    break
+                if tier == 2 or ((owner == visitor) if tier == 0 else (owner != visitor and newest[owner] != key)):
+                    chosen.append(key)
+                    freed += nbytes
+            for key in chosen:
+                self._pop(key)
+            return freed
 
     def keys(self) -> list:
         """Keys, least recently used first."""

@@ -68,8 +68,10 @@ class Workbench:
         visitor, me = VISITOR.get(), threading.get_ident()
         deadline = time.monotonic() + RESERVE_WAIT_S
         with self._released:
-            while self.rss() + self.reserved + need > self.budget:
-                if self._evict_result(visitor) or self._evict_model(keep_model):
+            while (deficit := self.rss() + self.reserved + need - self.budget) > 0:
+                # One pass evicts what should cover the deficit, then one collection: entry by entry, with a
+                # full gc.collect() each, 4,000 small entries kept every other reservation waiting minutes.
+                if self._evict_results(visitor, deficit) or self._evict_model(keep_model):
                     release_memory()
                     continue
                 others = self.reserved - self._held.get(me, 0)  # never wait for this thread's own
@@ -103,12 +105,20 @@ class Workbench:
         """What is left of the budget now, before any eviction."""
         return self.budget - self.rss() - self.reserved
 
-    def _evict_result(self, visitor: str | None) -> bool:
-        return any(store.evict_for(visitor, tier) for tier in (0, 1, 2) for store in (self.views, self.traces))
+    def _evict_results(self, visitor: str | None, want: int) -> int:
+        """Evict views and traces, tier by tier (memory.ByteStore.evict_for), until they held `want` bytes."""
+        freed = 0
+        for tier in (0, 1, 2):
+            for store in (self.views, self.traces):
+                if freed < want:
+                    freed += store.evict_for(visitor, tier, want - freed)
+        return freed
 
     def model_asked(self, key: Hashable) -> None:
         """A page uses the model under `key` now (shelf.load_model / cached_model)."""
         self.model_used[key] = time.monotonic()
+        if len(self.model_used) > 2 * len(self.models) + 8:  # models gone from the store need no date
+            self.model_used = {k: t for k, t in self.model_used.items() if k in self.models}
 
     def _evict_model(self, keep: Hashable | None) -> bool:
         """Drop the oldest model that is not `keep` and that no page asked for within IN_USE_S."""
@@ -119,6 +129,12 @@ class Workbench:
             return False
         self.models.discard(held[0])
         return True
+
+    def drop_load_lock(self, key: Hashable) -> None:
+        """After a load (or its failure): the next load of this source makes a new lock, so the locks do not
+        grow with every source a visitor types. A thread still waiting holds its own reference."""
+        with self._guard:
+            self._load_locks.pop(key, None)
 
     def load_lock(self, key: Hashable) -> threading.Lock:
         """One lock per model source: a second visitor asking for a model being loaded waits for that load,

@@ -114,6 +114,16 @@ def load_model(bench: Workbench, source: AppSource, progress=None):
         bench.model_keys.put(source.name, source.key, len(source.key))
         bench.model_asked(source.key)
         return model
+    try:
+        model = _load_once(bench, source, progress)
+    finally:
+        bench.drop_load_lock(source.key)
+    bench.model_keys.put(source.name, source.key, len(source.key))
+    bench.model_asked(source.key)
+    return model
+
+
+def _load_once(bench: Workbench, source: AppSource, progress):
     with bench.load_lock(source.key):  # a second visitor asking for the same model waits for the first load
         model = bench.models.get(source.key)
         if model is None:
@@ -129,8 +139,6 @@ def load_model(bench: Workbench, source: AppSource, progress=None):
             # MB for 538 MB of parameters, +498 MB once trimmed): hand them back.
             release_memory()
             bench.models.put(source.key, model, parameter_bytes(model.module))
-    bench.model_keys.put(source.name, source.key, len(source.key))
-    bench.model_asked(source.key)
     return model
 
 

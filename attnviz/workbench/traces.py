@@ -101,7 +101,8 @@ def export_room(bench: Workbench) -> int:
 def export(bench: Workbench, model, text: str, text_pair: str | None, kind: str, write) -> bytes | str:
     """`write(trace)` (analysis.export's trace_npz or trace_json) of a float32 trace computed for it, with the
     export's whole peak reserved first; OverBudget when it does not fit."""
-    with bench.reserve(export_bytes(model, len(model.encode(text, text_pair).ids), kind)):
+    need = export_bytes(model, len(model.encode(text, text_pair).ids), kind)
+    with bench.run_slot(need), bench.reserve(need):
         return write(model.run(text, text_pair))
 
 
