@@ -4,7 +4,6 @@ Cancel, closing the tab, or a rerun that no longer draws the action stops it at 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import streamlit as st
@@ -13,20 +12,14 @@ from attnviz.ui.common import over_budget_message, public_message, session_id, t
 from attnviz.ui.escape import md
 from attnviz.workbench import Busy, Cancelled, OverBudget
 
-log = logging.getLogger(__name__)
-
 POLL_S = 0.5
-
-# What each finished job returns to the page, once: (key, result) pairs the page has not read yet.
-_DONE = "_heavy_done"
 
 
 def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, step_text: Callable[[int, int], str],
-                 *, primary: bool = False, on_error: Callable[[Exception], bool] | None = None):
+                 *, primary: bool = False):
     """`work(job)` run as this visitor's job under (button_key, *inputs); `job.progress(done, total)` is its
     progress callback. Returns the result when the job has just finished, else None (not started, running,
-    or ended without one, having said why).
-    `on_error(error)` may show a caller's own message for an error and return True."""
+    or ended without one, having said why)."""
     jobs = workbench().jobs
     key = (session_id(), button_key, *inputs)
     job = jobs.get(key)
@@ -34,7 +27,7 @@ def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, ste
         jobs.pop(key)
         if job.error is None:
             return job.result
-        _explain(job.error, on_error)  # then the button again, to start over
+        _explain(job.error)  # then the button again, to start over
         job = None
     if job is None:
         if not st.button(label, key=button_key, type="primary" if primary else "secondary"):
@@ -45,9 +38,7 @@ def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, ste
     return None
 
 
-def _explain(error: Exception, on_error) -> None:
-    if on_error is not None and on_error(error):
-        return
+def _explain(error: Exception) -> None:
     if isinstance(error, Cancelled):
         st.info(t("cancelled"))
     elif isinstance(error, Busy):
@@ -56,8 +47,7 @@ def _explain(error: Exception, on_error) -> None:
         st.error(over_budget_message(error))
     elif isinstance(error, ValueError):  # refused input (too long, unsupported): its message names the reason
         st.warning(t("heavy_failed", error=md(public_message(error, ""))))
-    else:
-        log.error("heavy action failed", exc_info=error)
+    else:  # its traceback went to the server's log when the job ended (workbench.jobs)
         st.error(t("unexpected_error"))
 
 

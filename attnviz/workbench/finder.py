@@ -8,7 +8,7 @@ import hashlib
 
 from attnviz.analysis import detect_format, parse_items, score_model, scoring_peak_bytes, to_json
 from attnviz.workbench.shared import Workbench
-from attnviz.workbench.traces import nbytes, trace_bytes
+from attnviz.workbench.traces import TRACE_OVERHEAD, nbytes, trace_bytes
 
 # Memory one scoring batch may take: texts are batched by length, so the batch size follows the longest.
 BATCH_BYTES = 200_000_000
@@ -20,7 +20,7 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
     """The docs/architecture.md JSON block of this relation; the caller holds the heavy-work slot."""
     texts = sorted({item.text for item in items}, key=len)
     longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
-    per_text = trace_bytes(model, longest, 2) - trace_bytes(model, longest)
+    per_text = trace_bytes(model, longest) - TRACE_OVERHEAD  # the overhead is paid once a batch
     batch_size = max(1, min(32, BATCH_BYTES // per_text))
     # A batch's traces, and scoring its largest trace (they are scored one after another).
     words = max(len(item.words) for item in items)

@@ -60,10 +60,6 @@ class Job:
         self.done, self.total = done, total
         self.check()
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
 
 class Jobs:
     """The process's running and finished jobs, by key (the caller puts the visitor's session in it)."""
@@ -93,8 +89,8 @@ class Jobs:
                 job.check()  # cancelled while it waited for the slot's last step
                 job.result = work(job)
         except Exception as error:  # the page shows it (Cancelled, Busy, OverBudget, bad input, the unforeseen)
-            if not isinstance(error, Cancelled):
-                log.info("job %r ended with %s", job.key, type(error).__name__, exc_info=error)
+            if not isinstance(error, Cancelled):  # the page says which; the log keeps the traceback
+                log.warning("job %r ended with %s", job.key, type(error).__name__, exc_info=error)
             # Without its traceback: the frames it holds keep the work's arrays alive after its reservation.
             job.error = error.with_traceback(None)
         finally:
@@ -127,6 +123,3 @@ class Jobs:
         for key in [k for k, job in self._jobs.items()
                     if job.finished.is_set() and now - job.finished_at > KEEP_FINISHED_S]:
             del self._jobs[key]
-
-    def __len__(self) -> int:
-        return len(self._jobs)

@@ -1,5 +1,6 @@
-"""The heavy-work slots: at most HEAVY_SLOTS heavy actions (loads, parity, scoring, scans) at once in the
-process and one per visitor, so that on a shared CPU every light visitor's rerun stays fast."""
+"""The heavy-work slots: at most HEAVY_SLOTS heavy actions (parity, scoring, scans, detectors, translations)
+at once in the process and one per visitor, so that on a shared CPU every light visitor's rerun stays fast.
+Loads take no slot: they wait only for another load of the same source (Workbench.load_lock)."""
 
 from __future__ import annotations
 
