@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-import attnviz
-from attnviz.transformer import attention
-from attnviz.transformer.record import Recorder
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import attnviz  # noqa: E402
+from attnviz.transformer import attention  # noqa: E402
+from attnviz.transformer.record import Recorder  # noqa: E402
 
 MODELS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct", "gemma3": "google/gemma-3-270m"}
 ORIGINAL_KERNEL = attention.scaled_dot_product_attention
