@@ -125,7 +125,7 @@ class LoadedModel:
         weight = self.module.lm_head.weight
         # A copy: the app's traces are shared read-only arrays, which torch will not wrap.
         hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
-        probs = torch.softmax(self.module.lm_head(hidden).float(), dim=-1)  # V
+        probs = torch.softmax(self.module.unembed(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
         ids = top.indices.tolist()
         texts = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
+from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
@@ -34,11 +35,15 @@ CONVERTERS: dict[str, Converter] = {
 }
 
 
+class UnsupportedArchitecture(ValueError):
+    """A checkpoint whose model_type no converter handles (raised before any weight is read)."""
+
+
 def converter_for(hf_config: dict) -> Converter:
     model_type = hf_config.get("model_type")
     if model_type not in CONVERTERS:
-        raise ValueError(
-            f"unsupported architecture {model_type!r} ({', '.join(hf_config.get('architectures') or [])}); "
-            f"supported model types: {', '.join(CONVERTERS)}"
+        architectures = ", ".join(hf_config.get("architectures") or []) or "no architectures listed"
+        raise UnsupportedArchitecture(
+            f"unsupported architecture {model_type!r} ({architectures}); attnviz supports: {supported_list()}"
         )
     return CONVERTERS[model_type]
