@@ -71,6 +71,7 @@ def atomic_path(target: Path):
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(handle)
+    os.chmod(temporary, 0o644)  # as a plain write would leave it (mkstemp makes it private)
     try:
         yield Path(temporary)
         os.replace(temporary, target)
