@@ -119,11 +119,23 @@ def _read_directory(path: Path, progress, before_weights) -> Checkpoint:
     progress("reading weights")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
-        tensors.update(load_file(str(file)))
+        tensors.update(_read_safetensors(file, load_file))
     progress("reading tokenizer")
     if config.get("model_type") == "marian":
         return _marian_checkpoint(config, tensors, path)
     return _checkpoint(config, tensors, reference_tokenizer(path), path)
+
+
+def _read_safetensors(file: Path, load_file) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors in fresh memory (attnviz.loading.cache.read_safetensors: plain reads,
+    header checked), so the load, not the model's first run, is what makes them resident (they become
+    the module's parameters); the library's memory-mapped reader for dtypes ours does not know (float8)."""
+    from attnviz.loading.cache import read_safetensors
+
+    try:
+        return read_safetensors(file)
+    except KeyError:
+        return load_file(str(file))
 
 
 def _marian_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:

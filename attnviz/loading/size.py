@@ -76,11 +76,21 @@ def load_bytes(hf_config: dict, location: Path | None = None, dtype: torch.dtype
     (`attnviz.loading.build_module(consume=True)`), so where the checkpoint already is `dtype` (a GGUF
     file, dequantised to float32, loaded as float32) there is no second copy. Without weight files
     (before a download) the checkpoint is taken as float32 parameters."""
-    module = parameter_count(hf_config) * torch.tensor([], dtype=dtype).element_size()
+    n_parameters = parameter_count(hf_config)
+    module = n_parameters * torch.tensor([], dtype=dtype).element_size()
     found = _checkpoint(location) if location is not None else None
-    held, dtypes = (parameter_count(hf_config) * FLOAT32_BYTES, {"F32"}) if found is None else found
+    if found is None:  # before a download: the dtype the config says the weights are saved in
+        saved = _config_dtype(hf_config)
+        found = n_parameters * torch.tensor([], dtype=saved).element_size(), {_SAFETENSORS_DTYPES[saved]}
+    held, dtypes = found
     cast = dtypes != {_SAFETENSORS_DTYPES.get(dtype)}
     return max(module, held + (module if cast else 0))
+
+
+def _config_dtype(hf_config: dict) -> torch.dtype:
+    """The dtype a config says its checkpoint is saved in (`dtype`, before transformers 5 `torch_dtype`)."""
+    name = str(hf_config.get("dtype") or hf_config.get("torch_dtype") or "float32").removeprefix("torch.")
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(name, torch.float32)
 
 
 def _safetensors_bytes(path: Path) -> tuple[int, set[str]]:

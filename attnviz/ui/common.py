@@ -152,7 +152,8 @@ STAGES = (("downloading ", "stage_downloading"), ("reading config", "stage_readi
           ("loading the Hugging Face reference of ", "stage_reference"), ("reading GGUF", "stage_reading_gguf"),
           ("dequantising tensor ", "stage_dequantising_tensor"), ("converting tokenizer", "stage_converting_tokenizer"),
           ("writing cache", "stage_writing_cache"), ("reading cached weights", "stage_reading_cache"),
-          ("building the model", "stage_building"))
+          ("building the model", "stage_building"),
+          ("float32 does not fit the memory budget", "stage_bfloat16"))
 # Stages that repeat with a count (a first GGUF load reports its tensors): one line, updated in place.
 COUNTED_STAGES = ("dequantising tensor ",)
 
@@ -334,6 +335,8 @@ def model_facts(model) -> None:
         "facts", family=info.model_type, layers=info.n_layers, heads=info.n_heads, kind=info.attention_kind,
         kv=info.n_kv_heads, params=f"{info.n_parameters / 1e6:.0f}M", device=info.device, dtype=info.dtype,
     ))
+    if info.dtype == "bfloat16":
+        st.sidebar.info(t("bfloat16_note"))
     if info.name == RANDOM_MODEL_NAME:
         st.warning(t("random_note"))
     elif info.name != info.path and shelf.offline_path(info.name) is not None:

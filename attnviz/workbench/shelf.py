@@ -21,7 +21,7 @@ from attnviz.loading.size import checkpoint_bytes
 # The pages read SourceRefused, ModelTooLarge and RANDOM_MODEL_NAME from here: they import no loading code.
 from attnviz.loading.sources import AppSource, SourceRefused, allowed_model_dirs, app_source  # noqa: F401
 from attnviz.workbench.memory import release_memory
-from attnviz.workbench.shared import Workbench
+from attnviz.workbench.shared import OverBudget, Workbench
 
 # Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
 # every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
@@ -72,12 +72,12 @@ def check_source(text: str) -> AppSource:
 
 
 @functools.lru_cache(maxsize=64)
-def hub_load_bytes(hub_id: str) -> int:
-    """Bytes loading a hub model takes, from its config.json alone, before any weight is downloaded.
-    Raises OSError when the hub cannot be reached (reported by the caller; errors are not cached)."""
+def hub_load_bytes(hub_id: str, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes loading a hub model in `dtype` takes, from its config.json alone, before any weight is
+    downloaded. Raises OSError when the hub cannot be reached (reported by the caller; errors are not cached)."""
     from attnviz.loading import hf
 
-    return load_bytes(hf.read_config(hub_id))
+    return load_bytes(hf.read_config(hub_id), dtype=dtype)
 
 
 def cached_model(bench: Workbench, name: str):
@@ -91,26 +91,29 @@ def cached_model(bench: Workbench, name: str):
 
 # A load's peak above the process's resident memory, per byte of its checkpoint as held in memory (float32
 # once dequantised), plus an overhead for the tokenizer and the libraries' first use. The checkpoint's
-# tensors become the module's parameters (attnviz.loading.build_module(consume=True)), one tensor is being
-# dequantised at a time, and the tokenizer is converted before the weights are read. VmHWM above the
-# imports measured with benchmarks/bench_load.py (and tests/test_workbench.py): MiniLM, 91 MB of
-# safetensors, 103 MB; SmolLM2's GGUF, 538 MB dequantised: 652 MB on a first load (transformers' own
-# GGUF route: 1,280 MB), 609 MB from the model cache.
-LOAD_FACTOR, LOAD_OVERHEAD = 1.5, 150_000_000
-CACHED_LOAD_FACTOR, CACHED_LOAD_OVERHEAD = 1.25, 100_000_000
+# tensors become the module's parameters (attnviz.loading.build_module(consume=True)), and a GGUF file is
+# dequantised one tensor at a time after its tokenizer is converted. VmHWM above the imports measured with
+# benchmarks/bench_load.py and tests/test_workbench.py: SmolLM2's GGUF, 538 MB dequantised: 652 MB on a first
+# load (transformers' own GGUF route: 1,280 MB), 609 MB from the model cache; MiniLM, 91 MB of safetensors.
+LOAD_FACTOR, LOAD_OVERHEAD = 1.5, 150_000_000  # GGUF, first load
+CACHED_LOAD_FACTOR, CACHED_LOAD_OVERHEAD = 1.25, 100_000_000  # GGUF, from the model cache
+FOLDER_LOAD_FACTOR, FOLDER_LOAD_OVERHEAD = 1.0, 50_000_000  # safetensors folders
+HUB_LOAD_OVERHEAD = 150_000_000  # a hub download's tokenizer can be large (Qwen2.5: 151k tokens)
 
 
-def source_load_bytes(source: AppSource) -> int:
+def source_load_bytes(source: AppSource, dtype: torch.dtype = torch.float32) -> int:
     """Peak bytes of loading `source`, before any weight is read: a hub model's from its config.json; a local
     or offline one's from its weight files' headers (a GGUF file counts dequantised; less when the model
     cache holds its conversion). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
     if source.from_hub:  # load_bytes: the checkpoint, plus the module where it must be cast
-        return int(hub_load_bytes(source.location) * LOAD_FACTOR) + LOAD_OVERHEAD
+        return int(hub_load_bytes(source.location, dtype) * FOLDER_LOAD_FACTOR) + HUB_LOAD_OVERHEAD
     path = offline_path(source.location) or Path(source.location)
     held = checkpoint_bytes(path)
     if held is None:
         return 0
-    if path.suffix == ".gguf" and cache.has_entry(path):
+    if path.suffix != ".gguf":
+        return int(FOLDER_LOAD_FACTOR * held) + FOLDER_LOAD_OVERHEAD
+    if cache.has_entry(path):
         return int(CACHED_LOAD_FACTOR * held) + CACHED_LOAD_OVERHEAD
     return int(LOAD_FACTOR * held) + LOAD_OVERHEAD
 
@@ -139,11 +142,16 @@ def _load_once(bench: Workbench, source: AppSource, progress):
             # The size is known before any weight is read (source_load_bytes); `attnviz.load` checks its own
             # estimate against what is left and refuses a model that does not fit: then make room for what
             # it said it needs, and try once more.
-            need = source_load_bytes(source)
             try:
-                model = _load_within(bench, source, need, progress)
-            except ModelTooLarge as error:
-                model = _load_within(bench, source, error.need, progress)
+                model = _load_fitting(bench, source, progress, torch.float32)
+            except (OverBudget, ModelTooLarge):
+                # A hub model whose float32 load does not fit may in bfloat16 (half the module; most hub
+                # checkpoints are saved in it, so nothing is cast): the facts line and the parity badge say so.
+                if not source.from_hub:
+                    raise
+                if progress is not None:
+                    progress(BFLOAT16_STAGE)
+                model = _load_fitting(bench, source, progress, torch.bfloat16)
             # A GGUF load leaves ~450 MB of freed dequantisation buffers in glibc's heap (SmolLM2: RSS +952
             # MB for 538 MB of parameters, +498 MB once trimmed): hand them back.
             release_memory()
@@ -151,16 +159,27 @@ def _load_once(bench: Workbench, source: AppSource, progress):
     return model
 
 
+BFLOAT16_STAGE = "float32 does not fit the memory budget: loading in bfloat16"
+
+
+def _load_fitting(bench: Workbench, source: AppSource, progress, dtype: torch.dtype):
+    need = source_load_bytes(source, dtype)
+    try:
+        return _load_within(bench, source, need, progress, dtype)
+    except ModelTooLarge as error:
+        return _load_within(bench, source, error.need, progress, dtype)
+
+
 def parameter_bytes(module) -> int:
     """What a loaded model holds, as the model store counts it."""
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def _load_within(bench: Workbench, source: AppSource, need: int, progress):
+def _load_within(bench: Workbench, source: AppSource, need: int, progress, dtype: torch.dtype = torch.float32):
     with bench.reserve(need):
         limit = bench.free_bytes() + need
         model = attnviz.load(source.location, max_tokens=MAX_TOKENS, progress=progress, from_hub=source.from_hub,
-                             memory_limit=limit)
+                             memory_limit=limit, dtype=dtype)
     # Pages show the model by what the visitor typed, never by the server path it resolved to.
     model.info = dataclasses.replace(model.info, name=source.name)
     return model
