@@ -145,7 +145,13 @@ def test_caching_can_be_switched_off(tmp_path, tiny, monkeypatch):
     assert "writing cache" not in stages
 
 
-def test_the_streaming_reader_equals_transformers_on_a_tiny_gguf(tiny):
+@pytest.mark.parametrize("chunk", [None, 1024])
+def test_the_streaming_reader_equals_transformers_on_a_tiny_gguf(tiny, chunk, monkeypatch):
+    """Also dequantised a few rows at a time, as the large tensors are (the embedding: 261 rows of 64)."""
+    from attnviz.loading import gguf_stream
+
+    if chunk is not None:
+        monkeypatch.setattr(gguf_stream, "CHUNK_BYTES", chunk)
     _assert_same_tensors(tiny)
 
 
