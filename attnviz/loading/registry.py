@@ -11,6 +11,7 @@ from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
+from attnviz.loading.mixtral import convert_mixtral, mixtral_config
 from attnviz.loading.phi3 import convert_phi3, phi3_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
@@ -33,6 +34,7 @@ CONVERTERS: dict[str, Converter] = {
     "mistral": Converter(llama_config, convert_llama),
     "qwen2": Converter(llama_config, convert_llama),
     "phi3": Converter(phi3_config, convert_phi3),
+    "mixtral": Converter(mixtral_config, convert_mixtral),
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
 }
 
