@@ -23,6 +23,12 @@ FAMILIES = [
     Family("Llama, Mistral, Qwen2", ("llama", "mistral", "qwen2"),
            "GQA, rotary (llama3 scaling), Mistral's sliding window",
            "HuggingFaceTB/SmolLM2-135M-Instruct, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B"),
+    Family("Phi-3, Phi-4", ("phi3",), "GQA, fused qkv, rotary (LongRoPE; partial on Phi-4-mini), sliding window",
+           "microsoft/Phi-3-mini-4k-instruct, microsoft/Phi-3-mini-128k-instruct, microsoft/Phi-4-mini-instruct"),
+    Family("Mixtral", ("mixtral",), "GQA, rotary, sliding window; mixture-of-experts MLP (top-2 of 8)",
+           "mistralai/Mixtral-8x7B-v0.1"),
+    Family("gpt-oss", ("gpt_oss",), "GQA, learned sinks (rows sum to < 1), sliding/full layers, YaRN; experts",
+           "dequantized checkpoints only (openai/gpt-oss-20b ships MXFP4 experts: refused)"),
     Family("Marian (translation)", ("marian",), "encoder-decoder, sinusoidal positions, cross-attention",
            "Helsinki-NLP/opus-mt-en-de"),
 ]

@@ -9,8 +9,11 @@ from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
+from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
+from attnviz.loading.mixtral import convert_mixtral, mixtral_config
+from attnviz.loading.phi3 import convert_phi3, phi3_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -31,6 +34,9 @@ CONVERTERS: dict[str, Converter] = {
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
     "qwen2": Converter(llama_config, convert_llama),
+    "phi3": Converter(phi3_config, convert_phi3),
+    "mixtral": Converter(mixtral_config, convert_mixtral),
+    "gpt_oss": Converter(gpt_oss_config, convert_gpt_oss),
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
 }
 
