@@ -6,7 +6,7 @@ config exercises what is special about its family (partial rotary, parallel resi
 a window shorter than the text, unscaled scores, OPT's offset positions and post-norm, ALiBi with 6 heads,
 Phi's shared norm and q/k LayerNorm), and for each feature our model rebuilt with it switched off (same
 weights) must then FAIL the comparison by a clear margin. Incremental decoding with our KV cache equals the
-full pass, and a saved folder loads through `attnviz.load`.
+full pass (and greedy decoding HF's `generate`), and a saved folder loads through `attnviz.load`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 import transformers as tf
 from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, bloom_gelu_forward
 
+from attnviz.interventions.decoding import greedy_decode
 from attnviz.loading import build_module
 from attnviz.transformer.alibi import alibi_slopes
 from attnviz.transformer.layers import ACTIVATIONS
@@ -268,6 +269,19 @@ def test_decoding_with_the_cache_equals_a_full_pass(family, prompt):
     with torch.no_grad():  # and the full pass is HF's
         ref = hf(input_ids=ids).logits[0]
     assert (full.logits[0] - ref).abs().max() <= HIDDEN_TOL
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_decoding_matches_hf_generate(family):
+    """HF's own cached decoding as the reference: the same 10 greedy tokens, with and without our cache."""
+    hf = hf_model(FAMILIES[family])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    prompt = torch.randint(3, VOCAB, (1, 5), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10, num_beams=1,
+                          do_sample=False, eos_token_id=None, pad_token_id=pad_id(hf))
+    assert greedy_decode(ours, prompt, 10).tolist() == ref.tolist()
+    assert greedy_decode(ours, prompt, 10, use_cache=False).tolist() == ref.tolist()
 
 
 @pytest.fixture(scope="module")
