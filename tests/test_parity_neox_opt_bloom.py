@@ -325,3 +325,36 @@ def test_unsupported_options_are_refused_by_name(family, change, option):
     hf = hf_model(FAMILIES[family])
     with pytest.raises(ValueError, match=option):
         build_module(hf.config.to_dict() | change, hf.state_dict())
+
+
+def _hub_layout(family: str, state: dict) -> dict:
+    """The state dict as the hub's older checkpoints store it: saved mask/rotary buffers (GPT-NeoX, GPT-Neo),
+    Pythia's embed_out, OPT's and BLOOM's base-model keys without the task model's prefix."""
+    state = dict(state)
+    if family.startswith("gpt_neox"):
+        state["embed_out.weight"] = state.pop("lm_head.weight")
+        for i in range(2):
+            state[f"gpt_neox.layers.{i}.attention.bias"] = torch.ones(1, 1, 64, 64, dtype=torch.bool)
+            state[f"gpt_neox.layers.{i}.attention.masked_bias"] = torch.tensor(-1e9)
+            state[f"gpt_neox.layers.{i}.attention.rotary_emb.inv_freq"] = torch.ones(2)
+    if family == "gpt_neo":
+        for i in range(3):
+            state[f"transformer.h.{i}.attn.attention.bias"] = torch.ones(1, 1, 64, 64, dtype=torch.bool)
+            state[f"transformer.h.{i}.attn.attention.masked_bias"] = torch.tensor(-1e9)
+    if family.startswith("opt"):  # facebook/opt-*: OPTModel's keys, the tied head left out
+        state = {k.removeprefix("model."): v for k, v in state.items() if k != "lm_head.weight"}
+        if family == "opt-350m-style":  # a final norm saved by a checkpoint that HF reads without one
+            state["decoder.final_layer_norm.weight"] = torch.ones(32)
+            state["decoder.final_layer_norm.bias"] = torch.zeros(32)
+    if family == "bloom":  # bigscience/bloom-*: BloomModel's keys
+        state = {k.removeprefix("transformer."): v for k, v in state.items() if k != "lm_head.weight"}
+    return state
+
+
+@pytest.mark.parametrize("family", ["gpt_neox-parallel", "gpt_neo", "opt", "opt-350m-style", "bloom"])
+def test_hub_checkpoint_layouts_convert_alike(family):
+    hf = hf_model(FAMILIES[family])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    old = build_module(hf.config.to_dict(), _hub_layout(family, hf.state_dict())).eval()
+    for key, value in ours.state_dict().items():
+        assert torch.equal(value, old.state_dict()[key]), key
