@@ -71,7 +71,7 @@ FAMILIES = {
     "opt-no-final-norm-no-bias": opt(_remove_final_layer_norm=True, enable_bias=False,
                                      layer_norm_elementwise_affine=False),
     "bloom": bloom,
-    "phi": phi(),
+    "phi": phi(tie_word_embeddings=True),  # the head's weight tied, its bias its own
     "phi-qk-layernorm-gqa": phi(qk_layernorm=True, num_key_value_heads=2),
 }
 LEFT_PADDED = list(FAMILIES)  # where it matters: OPT (positions from the mask), BLOOM (ALiBi key positions)
@@ -162,6 +162,8 @@ def test_what_the_configs_say():
     assert shared.config.residual == "parallel_shared" and shared.blocks[0].mlp_norm is None
     assert shared.config.qk_norm == "head" and shared.config.attention_kind == "GQA"
     assert shared.lm_head.bias is not None
+    tied = ours("phi")
+    assert tied.lm_head.weight is tied.token_embedding.weight and tied.lm_head.bias is not None
 
 
 def test_gpt_neo_local_layer_sees_only_its_window():
@@ -289,7 +291,7 @@ def tokenizer():
     return bpe_tokenizer(bos=False)
 
 
-@pytest.mark.parametrize("family", ["gpt_neox-parallel", "gpt_neo", "opt-350m-style", "bloom",
+@pytest.mark.parametrize("family", ["gpt_neox-parallel", "gpt_neo", "opt-350m-style", "bloom", "phi",
                                     "phi-qk-layernorm-gqa"])
 def test_load_a_saved_folder(family, tokenizer, tmp_path):
     """save_pretrained (safetensors) and a tokenizer, then attnviz.load: the traces match HF eager."""
