@@ -29,6 +29,15 @@ FAMILIES = [
            "mistralai/Mixtral-8x7B-v0.1"),
     Family("gpt-oss", ("gpt_oss",), "GQA, learned sinks (rows sum to < 1), sliding/full layers, YaRN; experts",
            "dequantized checkpoints only (openai/gpt-oss-20b ships MXFP4 experts: refused)"),
+    Family("GPT-NeoX, Pythia", ("gpt_neox",), "MHA, partial rotary (rotary_pct), parallel or sequential residual",
+           "EleutherAI/pythia-70m, EleutherAI/pythia-160m"),
+    Family("GPT-Neo", ("gpt_neo",), "MHA, learned positions, global/local (windowed) layers, unscaled scores",
+           "EleutherAI/gpt-neo-125m"),
+    Family("OPT", ("opt",), "MHA, learned positions counted from the mask (offset 2), pre- or post-norm",
+           "facebook/opt-125m, facebook/opt-350m"),
+    Family("BLOOM", ("bloom",), "MHA, ALiBi, embedding LayerNorm", "bigscience/bloom-560m"),
+    Family("Phi 1/1.5/2", ("phi",), "MHA or GQA, partial rotary, parallel attention and MLP on one norm, "
+           "optional q/k LayerNorm", "microsoft/phi-1_5, microsoft/phi-2"),
     Family("Marian (translation)", ("marian",), "encoder-decoder, sinusoidal positions, cross-attention",
            "Helsinki-NLP/opus-mt-en-de"),
 ]

@@ -6,13 +6,18 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attnviz.loading.bert import bert_config, convert_bert
+from attnviz.loading.bloom import bloom_config, convert_bloom
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
+from attnviz.loading.gpt_neo import convert_gpt_neo, gpt_neo_config
+from attnviz.loading.gpt_neox import convert_gpt_neox, gpt_neox_config
 from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
 from attnviz.loading.mixtral import convert_mixtral, mixtral_config
+from attnviz.loading.opt import convert_opt, opt_config
+from attnviz.loading.phi import convert_phi, phi_config
 from attnviz.loading.phi3 import convert_phi3, phi3_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
@@ -38,6 +43,11 @@ CONVERTERS: dict[str, Converter] = {
     "mixtral": Converter(mixtral_config, convert_mixtral),
     "gpt_oss": Converter(gpt_oss_config, convert_gpt_oss),
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
+    "gpt_neox": Converter(gpt_neox_config, convert_gpt_neox),
+    "gpt_neo": Converter(gpt_neo_config, convert_gpt_neo),
+    "opt": Converter(opt_config, convert_opt),
+    "bloom": Converter(bloom_config, convert_bloom),
+    "phi": Converter(phi_config, convert_phi),
 }
 
 
