@@ -123,6 +123,14 @@ class Transformer(nn.Module):
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
+    def score_setup(self, layer: int, head: int) -> dict:
+        """How layer `layer`'s head `head` turns q.k into a score, as plain numbers (analysis.query_key's
+        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit."""
+        attn, config = self.blocks[layer].attn, self.config
+        return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
+                "softcap": attn.softcap, "slope": None if self.slopes is None else float(self.slopes[head]),
+                "sink": None if attn.sinks is None else float(attn.sinks[head].detach())}
+
     def layer_inputs(self, input_ids, attention_mask=None, past: int = 0, positions=None) -> list[LayerInput]:
         """Each layer's mask, rotary and bias for this input (shared between layers that attend alike)."""
         positions = self.positions(input_ids, past, attention_mask) if positions is None else positions
