@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
+from attnviz.loading.gemma import convert_gemma, gemma_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
@@ -30,6 +31,10 @@ CONVERTERS: dict[str, Converter] = {
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
     "qwen2": Converter(llama_config, convert_llama),
+    "gemma": Converter(gemma_config, convert_gemma),
+    "gemma2": Converter(gemma_config, convert_gemma),
+    "gemma3_text": Converter(gemma_config, convert_gemma),
+    "gemma3": Converter(gemma_config, convert_gemma),  # the multimodal wrapper, read as its text part
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
 }
 

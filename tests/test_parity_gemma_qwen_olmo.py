@@ -1,0 +1,277 @@
+"""Parity with HF eager (float32) for Gemma 1/2/3, Qwen3, OLMo 2 and SmolLM3 on tiny random models.
+
+Each tiny config makes its family's special feature bite (more layers than the sliding/full period, a
+sequence longer than the window, soft-caps small enough to matter, NoPE layers), and for each feature a
+copy of our model with the feature switched off (same weights) must then miss HF by a clear margin, so
+the parity check can fail. Bounds as tests/test_parity_tiny.py: attentions 1e-5, hidden and logits 1e-4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import transformers as tf
+
+from attnviz.loading import build_module
+from attnviz.loading.registry import converter_for
+from attnviz.transformer.masks import causal_mask
+from attnviz.transformer.model import Transformer
+from attnviz.transformer.record import Recorder
+from tests.test_kv_cache import _step_by_step
+from tests.test_parity_tiny import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+
+WINDOW = 4  # shorter than batch()'s 12 tokens, so sliding layers see less than full ones
+FAIL = 1e-3  # a switched-off feature must miss HF by at least this much (100x the attention bound)
+
+
+def gemma3(**extra):
+    params = dict(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=7, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=8, max_position_embeddings=128, sliding_window=WINDOW,
+        query_pre_attn_scalar=16, pad_token_id=0,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0}})
+    return lambda: tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(**(params | extra)))
+
+
+CASES = {
+    # 7 layers: 5 sliding, 1 full, 1 sliding again (past the period of 6); MQA as Gemma 3 270M
+    "gemma3": gemma3(),
+    "gemma3-softcaps": gemma3(attn_logit_softcapping=1.0, final_logit_softcapping=0.1, num_key_value_heads=2),
+    "gemma3-linear-rope": gemma3(rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        "full_attention": {"rope_type": "linear", "rope_theta": 1_000_000.0, "factor": 8.0}}),
+}
+
+
+def run(hf, ours, ids, mask):
+    """(ours, HF logits output, HF base hidden states) on one batch."""
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, output_attentions=True)
+        base = hf.base_model(input_ids=ids, attention_mask=mask)
+        out = ours(ids, mask)
+    return out, ref, base.last_hidden_state
+
+
+def errors(out, ref, hidden, mask) -> dict[str, float]:
+    keep = mask.bool()
+    attn = (out.attentions - torch.stack(ref.attentions)).abs().transpose(2, 3)[:, keep]
+    return {"attentions": attn.max().item(), "hidden": (out.hidden - hidden).abs()[keep].max().item(),
+            "logits": (out.logits - ref.logits).abs()[keep].max().item()}
+
+
+def check_parity(hf, ours, ids, mask):
+    out, ref, hidden = run(hf, ours, ids, mask)
+    assert_parity(out, ref.attentions, hidden, mask)
+    logits = (out.logits - ref.logits).abs()[mask.bool()]
+    assert logits.max() <= HIDDEN_TOL, logits.max()
+    return out
+
+
+def variant(hf, **changes) -> Transformer:
+    """Our model of `hf` with config fields changed (a feature switched off), the same weights."""
+    config = hf.config.to_dict()
+    converter = converter_for(config)
+    base = converter.config(config)
+    state = converter.weights(config, dict(hf.state_dict()), Transformer(base))
+    module = Transformer(dataclasses.replace(base, **changes))
+    own = module.state_dict()
+    missing, _ = module.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
+    assert not missing, missing
+    return module.eval()
+
+
+def assert_misses(hf, changes: dict, quantity: str = "attentions"):
+    ids, mask, _ = batch(pad_id=0)
+    miss = errors(*run(hf, variant(hf, **changes), ids, mask), mask)
+    assert miss[quantity] > FAIL, (changes, miss)
+
+
+def assert_decoding_matches(ours, n: int = 13):
+    """Incremental decoding with our KV cache (prompt of 5, a chunk of 3, then one token a call) equals
+    one full pass: logits within 1e-4, attention rows within 1e-5."""
+    ids = torch.randint(3, VOCAB, (1, n), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        full = ours(ids)
+        logits, attentions = _step_by_step(ours, ids, (5, 3))
+    assert (logits - full.logits[0]).abs().max() <= HIDDEN_TOL
+    assert (attentions - full.attentions[:, 0]).abs().max() <= ATTENTION_TOL
+    for layer in range(ours.config.n_layers):  # each layer's rows stay inside its own window
+        blocked = ~causal_mask(n, window=ours.config.window(layer))
+        assert torch.all(attentions[layer][:, blocked] == 0)
+
+
+def assert_loads_from_folder(make, folder):
+    """save_pretrained (safetensors) of a tiny model with a byte-level BPE tokenizer, read back through
+    attnviz.load: our module on the folder equals HF eager on the same ids."""
+    import attnviz
+    from tests.test_effects import bpe_tokenizer
+
+    tokenizer = bpe_tokenizer(bos=True)
+    hf = hf_model(make(tokenizer.get_vocab_size()))
+    hf.save_pretrained(folder)
+    assert any(folder.glob("*.safetensors"))
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(folder)
+    loaded = attnviz.load(str(folder), device="cpu")
+    ids = torch.tensor([tokenizer.encode("The cat sat on the mat, and the dog watched the cat.").ids])
+    assert ids.shape[1] > WINDOW
+    with torch.no_grad():
+        ref = hf(input_ids=ids, output_attentions=True)
+        out = loaded.module(ids)
+    assert (out.attentions - torch.stack(ref.attentions)).abs().max() <= ATTENTION_TOL
+    assert (out.logits - ref.logits).abs().max() <= HIDDEN_TOL
+    return loaded
+
+
+# ------------------------------------------------------------------------------------------------ Gemma 3
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gemma3_matches_hf_padded(case):
+    hf = hf_model(CASES[case])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    ids, mask, _ = batch(pad_id=0)
+    out = check_parity(hf, ours, ids, mask)
+    kinds = hf.config.layer_types
+    assert [ours.config.window(i) for i in range(7)] == [WINDOW if k == "sliding_attention" else None for k in kinds]
+    assert kinds[5] == "full_attention" and kinds.count("full_attention") == 1
+    # the sliding layers really cut: query 8 sees keys 5..8 only, the full layer 5 sees 0..8
+    assert torch.all(out.attentions[0, 0, :, 8, :5] == 0) and torch.all(out.attentions[5, 0, :, 8, :9] > 0)
+
+
+@pytest.mark.parametrize("changes", [
+    {"qk_norm": None},
+    {"layer_windows": None},  # every layer full
+    {"local_rope_theta": None},  # sliding layers on the global base
+    {"attn_scale": None},  # 1/sqrt(head_dim) instead of query_pre_attn_scalar^-1/2
+    {"norm": "rmsnorm"},  # w instead of (1 + w)
+], ids=lambda c: next(iter(c)))
+def test_gemma3_features_change_the_result(changes):
+    assert_misses(hf_model(CASES["gemma3"]), changes)
+
+
+@pytest.mark.parametrize("changes, quantity", [
+    ({"embed_scale": None}, "hidden"),
+    ({"final_softcap": None}, "logits"),
+], ids=lambda c: next(iter(c)) if isinstance(c, dict) else c)
+def test_gemma3_scales_and_caps_change_the_result(changes, quantity):
+    assert_misses(hf_model(CASES["gemma3-softcaps"]), changes, quantity)
+
+
+def test_gemma3_leaves_attention_uncapped_as_hf_does():
+    """HF's Gemma3Attention never passes attn_logit_softcapping to its kernel; parity above (with it set
+    to 1.0, small enough to bite) holds because ours leaves it out too, and capping would miss HF."""
+    hf = hf_model(CASES["gemma3-softcaps"])
+    assert hf.config.attn_logit_softcapping == 1.0
+    assert build_module(hf.config.to_dict(), hf.state_dict()).config.attn_softcap is None
+    assert_misses(hf, {"attn_softcap": 1.0})
+
+
+def test_gemma3_linear_rope_on_full_layers_only_changes_the_result():
+    hf = hf_model(CASES["gemma3-linear-rope"])
+    assert_misses(hf, {"rope_scaling": None})
+    ours = build_module(hf.config.to_dict(), hf.state_dict())
+    assert ours.config.rope_at(0) == (10_000.0, None) and ours.config.rope_at(5)[1]["rope_type"] == "linear"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gemma3_decoding_with_the_cache_equals_a_full_pass(case):
+    hf = hf_model(CASES[case])
+    assert_decoding_matches(build_module(hf.config.to_dict(), hf.state_dict()).eval())
+
+
+def test_gemma3_query_key_view_reproduces_the_scores_of_a_sliding_layer(monkeypatch):
+    """The recorder keeps queries and keys after q/k norm and rotary, the ones HF's eager attention
+    multiplies; queries . keys * scale, plus the sliding layer's mask, gives back the recorded scores
+    (what the query-key view shows)."""
+    from transformers.models.gemma3 import modeling_gemma3
+
+    hf = hf_model(CASES["gemma3"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    ids = batch(pad_id=0)[0][:1]
+    seen = []
+    eager = modeling_gemma3.eager_attention_forward
+
+    def spy(module, query, key, *args, **kwargs):
+        seen.append((query, key))
+        return eager(module, query, key, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", spy)
+    with torch.no_grad():
+        hf(input_ids=ids)
+        out = ours(ids, record=Recorder("queries", "keys", "scores"))
+    layer = 1
+    assert ours.config.window(layer) == WINDOW
+    q, k = out.record.layers[layer]["queries"], out.record.layers[layer]["keys"]  # [1, 4, T, 8], [1, 1, T, 8]
+    assert len(seen) == 7
+    assert (q - seen[layer][0]).abs().max() <= 1e-5 and (k - seen[layer][1]).abs().max() <= 1e-5
+    scores = out.record.layers[layer]["scores"]
+    rebuilt = torch.matmul(q, k.transpose(-2, -1)) * ours.config.attn_scale  # one KV head for all 4 (MQA)
+    keep = causal_mask(12, window=WINDOW)
+    assert (rebuilt - scores).abs()[..., keep].max() <= 1e-5
+    assert torch.all(scores[..., ~keep] == torch.finfo(scores.dtype).min)
+    # not vacuous: without the q/k norm the queries differ (the norm's weights are (1 + w), w ~ 0.02)
+    assert (ours.blocks[layer].attn.q_norm.weight.abs() > 0).all()
+
+
+# The config dict that transformers' GGUF loader (load_gguf_checkpoint, return_tensors=False) gives for
+# the offline Gemma 3 270M Q4_K_M GGUF: rope_theta at top level, and no layer_types, local base or
+# query_pre_attn_scalar (Gemma3TextConfig fills them in when AutoConfig reads the file).
+GEMMA3_270M_GGUF = {
+    "tie_word_embeddings": True, "model_type": "gemma3_text", "max_position_embeddings": 32768, "hidden_size": 640,
+    "num_hidden_layers": 18, "intermediate_size": 2048, "num_attention_heads": 4,
+    "rms_norm_eps": 9.999999974752427e-07, "head_dim": 256, "rope_theta": 1000000.0, "sliding_window": 512,
+    "num_key_value_heads": 1, "bos_token_id": 2, "eos_token_id": 1, "unk_token_id": 3, "pad_token_id": 0,
+    "vocab_size": 262144,
+}
+
+
+def test_gemma3_270m_gguf_config_converts_raw_and_finished_alike():
+    raw = gemma3_config_of(GEMMA3_270M_GGUF)
+    finished = tf.Gemma3TextConfig(**{k: v for k, v in GEMMA3_270M_GGUF.items() if k != "model_type"}).to_dict()
+    assert raw == gemma3_config_of(finished)
+    assert raw.n_layers == 18 and raw.kv_heads == 1 and raw.n_heads == 4 and raw.dim_per_head == 256
+    assert [raw.window(i) is None for i in range(18)] == [i in (5, 11, 17) for i in range(18)]
+    assert raw.rope_at(0) == (10_000.0, None) and raw.rope_at(5) == (1_000_000.0, None)
+    assert raw.attn_scale == 256**-0.5 and raw.qk_norm == "head" and raw.norm == "gemma_rmsnorm"
+    assert raw.embed_scale == 640**0.5 and raw.activation == "gelu_tanh" and raw.tie_word_embeddings
+
+
+def test_gemma3_loads_from_a_local_folder(tmp_path):
+    loaded = assert_loads_from_folder(lambda vocab: gemma3(vocab_size=vocab), tmp_path)
+    assert loaded.info.model_type == "gemma3_text"
+
+
+def gemma3_config_of(hf: dict):
+    return converter_for(hf).config(hf)
+
+
+def test_gemma3_multimodal_wrapper_reads_its_text_part():
+    """Gemma 3 4B and larger are Gemma3ForConditionalGeneration: our model is its language model."""
+    torch.manual_seed(0)
+    text = tf.Gemma3TextConfig(
+        vocab_size=VOCAB + 200, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=16, pad_token_id=0)
+    vision = tf.SiglipVisionConfig(hidden_size=16, intermediate_size=20, num_hidden_layers=1, num_attention_heads=2,
+                                   image_size=28, patch_size=14)
+    config = tf.Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                             image_token_index=VOCAB + 100, boi_token_index=VOCAB + 101, eoi_token_index=VOCAB + 102)
+    hf = hf_model(lambda: tf.Gemma3ForConditionalGeneration(config))
+    state = hf.state_dict()
+    assert any(k.startswith("model.vision_tower.") for k in state)
+    ours = build_module(hf.config.to_dict(), state).eval()
+    assert ours.config.family == "gemma3_text" and ours.config.n_layers == 2
+    # the hub's layout (language_model.model.*, vision_tower.*) converts too
+    hub = {k.replace("model.language_model.", "language_model.model.").replace("model.vision_tower.", "vision_tower.")
+           .replace("model.multi_modal_projector.", "multi_modal_projector."): v for k, v in state.items()}
+    hub_module = build_module(hf.config.to_dict(), hub).eval()
+    ids, mask, _ = batch(pad_id=0)
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, output_attentions=True)
+        base = hf.model.language_model(input_ids=ids, attention_mask=mask)
+        for module in (ours, hub_module):
+            out = module(ids, mask)
+            assert_parity(out, ref.attentions, base.last_hidden_state, mask)
+            assert (out.logits - ref.logits).abs()[mask.bool()].max() <= HIDDEN_TOL
