@@ -36,7 +36,7 @@ def gemma3(**extra):
     return lambda: tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(**(params | extra)))
 
 
-CASES = {
+GEMMA3 = {
     # 7 layers: 5 sliding, 1 full, 1 sliding again (past the period of 6); MQA as Gemma 3 270M
     "gemma3": gemma3(),
     "gemma3-softcaps": gemma3(attn_logit_softcapping=1.0, final_logit_softcapping=0.1, num_key_value_heads=2),
@@ -128,9 +128,9 @@ def assert_loads_from_folder(make, folder):
 # ------------------------------------------------------------------------------------------------ Gemma 3
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", GEMMA3)
 def test_gemma3_matches_hf_padded(case):
-    hf = hf_model(CASES[case])
+    hf = hf_model(GEMMA3[case])
     ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
     ids, mask, _ = batch(pad_id=0)
     out = check_parity(hf, ours, ids, mask)
@@ -149,7 +149,7 @@ def test_gemma3_matches_hf_padded(case):
     {"norm": "rmsnorm"},  # w instead of (1 + w)
 ], ids=lambda c: next(iter(c)))
 def test_gemma3_features_change_the_result(changes):
-    assert_misses(hf_model(CASES["gemma3"]), changes)
+    assert_misses(hf_model(GEMMA3["gemma3"]), changes)
 
 
 @pytest.mark.parametrize("changes, quantity", [
@@ -157,28 +157,28 @@ def test_gemma3_features_change_the_result(changes):
     ({"final_softcap": None}, "logits"),
 ], ids=lambda c: next(iter(c)) if isinstance(c, dict) else c)
 def test_gemma3_scales_and_caps_change_the_result(changes, quantity):
-    assert_misses(hf_model(CASES["gemma3-softcaps"]), changes, quantity)
+    assert_misses(hf_model(GEMMA3["gemma3-softcaps"]), changes, quantity)
 
 
 def test_gemma3_leaves_attention_uncapped_as_hf_does():
     """HF's Gemma3Attention never passes attn_logit_softcapping to its kernel; parity above (with it set
     to 1.0, small enough to bite) holds because ours leaves it out too, and capping would miss HF."""
-    hf = hf_model(CASES["gemma3-softcaps"])
+    hf = hf_model(GEMMA3["gemma3-softcaps"])
     assert hf.config.attn_logit_softcapping == 1.0
     assert build_module(hf.config.to_dict(), hf.state_dict()).config.attn_softcap is None
     assert_misses(hf, {"attn_softcap": 1.0})
 
 
 def test_gemma3_linear_rope_on_full_layers_only_changes_the_result():
-    hf = hf_model(CASES["gemma3-linear-rope"])
+    hf = hf_model(GEMMA3["gemma3-linear-rope"])
     assert_misses(hf, {"rope_scaling": None})
     ours = build_module(hf.config.to_dict(), hf.state_dict())
     assert ours.config.rope_at(0) == (10_000.0, None) and ours.config.rope_at(5)[1]["rope_type"] == "linear"
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", GEMMA3)
 def test_gemma3_decoding_with_the_cache_equals_a_full_pass(case):
-    hf = hf_model(CASES[case])
+    hf = hf_model(GEMMA3[case])
     assert_decoding_matches(build_module(hf.config.to_dict(), hf.state_dict()).eval())
 
 
@@ -188,7 +188,7 @@ def test_gemma3_query_key_view_reproduces_the_scores_of_a_sliding_layer(monkeypa
     (what the query-key view shows)."""
     from transformers.models.gemma3 import modeling_gemma3
 
-    hf = hf_model(CASES["gemma3"])
+    hf = hf_model(GEMMA3["gemma3"])
     ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
     ids = batch(pad_id=0)[0][:1]
     seen = []
@@ -275,3 +275,103 @@ def test_gemma3_multimodal_wrapper_reads_its_text_part():
             out = module(ids, mask)
             assert_parity(out, ref.attentions, base.last_hidden_state, mask)
             assert (out.logits - ref.logits).abs()[mask.bool()].max() <= HIDDEN_TOL
+
+
+# --------------------------------------------------------------------------------------------- Gemma 1, 2
+
+
+def gemma1(**extra):
+    # MQA (one KV head) and head_dim 16 set explicitly, unlike d_model / n_heads = 8 (Gemma's 256 style)
+    params = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=1, head_dim=16, max_position_embeddings=128, pad_token_id=0)
+    return lambda: tf.GemmaForCausalLM(tf.GemmaConfig(**(params | extra)))
+
+
+def gemma2(**extra):
+    # 5 layers: sliding, full, sliding, full, sliding (HF's order: layer 0 slides); caps small enough to bite
+    params = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=5, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=8, max_position_embeddings=128, sliding_window=WINDOW,
+                  query_pre_attn_scalar=16, attn_logit_softcapping=1.0, final_logit_softcapping=0.1, pad_token_id=0)
+    return lambda: sharpened(tf.Gemma2ForCausalLM(tf.Gemma2Config(**(params | extra))))
+
+
+def sharpened(model, factor: float = 8.0):
+    """Queries and keys times `factor`: scores of order 1, as a trained model's, instead of the ~0.01 of a
+    random init without q/k norms, so a soft-cap of 1 bites."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(factor)
+    return model
+
+
+GEMMA_1_2 = {
+    "gemma": gemma1(),
+    "gemma-legacy-gelu": gemma1(hidden_act="gelu"),  # Gemma 1's released configs: means the tanh form
+    "gemma2": gemma2(),
+    "gemma2-uncapped": gemma2(attn_logit_softcapping=None, final_logit_softcapping=None),
+}
+
+
+@pytest.mark.parametrize("case", GEMMA_1_2)
+def test_gemma_1_and_2_match_hf_padded(case):
+    hf = hf_model(GEMMA_1_2[case])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    ids, mask, _ = batch(pad_id=0)
+    check_parity(hf, ours, ids, mask)
+    assert ours.config.activation == "gelu_tanh" and ours.config.norm == "gemma_rmsnorm"
+
+
+def test_gemma1_is_mqa_with_its_own_head_dim():
+    hf = hf_model(GEMMA_1_2["gemma"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict())
+    assert ours.config.attention_kind == "MQA" and ours.kv_group == [0, 0, 0, 0]
+    assert ours.blocks[0].attn.q_proj.weight.shape == (4 * 16, 32)
+    assert ours.blocks[0].attn.k_proj.weight.shape == (16, 32)
+
+
+@pytest.mark.parametrize("changes, quantity", [
+    ({"norm": "rmsnorm"}, "attentions"),
+    ({"embed_scale": None}, "hidden"),
+], ids=lambda c: next(iter(c)) if isinstance(c, dict) else c)
+def test_gemma1_features_change_the_result(changes, quantity):
+    assert_misses(hf_model(GEMMA_1_2["gemma"]), changes, quantity)
+
+
+def test_gemma2_alternation_is_sliding_first_as_hf():
+    """TransformerLens once had Gemma 2's local/global order reversed (TransformerLens #778). HF's
+    layer_types: layer 0 slides, layer 1 attends fully; with 12 tokens > window 4 the order shows."""
+    hf = hf_model(GEMMA_1_2["gemma2"])
+    assert hf.config.layer_types[:2] == ["sliding_attention", "full_attention"]
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    assert [ours.config.window(i) for i in range(5)] == [WINDOW, None, WINDOW, None, WINDOW]
+    assert [ours.config.layer_kind(i) for i in range(2)] == ["sliding 4, soft-capped", "full, soft-capped"]
+    ids, mask, _ = batch(pad_id=0)
+    out = check_parity(hf, ours, ids, mask)
+    assert torch.all(out.attentions[0, 0, :, 8, :5] == 0) and torch.all(out.attentions[1, 0, :, 8, :9] > 0)
+    reversed_order = tuple(None if w else WINDOW for w in ours.config.layer_windows)  # full first: #778's bug
+    assert_misses(hf, {"layer_windows": reversed_order})
+
+
+@pytest.mark.parametrize("changes, quantity", [
+    ({"attn_softcap": None}, "attentions"),
+    ({"final_softcap": None}, "logits"),
+    ({"attn_scale": None}, "attentions"),
+    ({"layer_windows": None}, "attentions"),
+    ({"norm_placement": "pre"}, "attentions"),  # without the extra post-norms
+    ({"embed_scale": None}, "hidden"),
+], ids=lambda c: next(iter(c)) if isinstance(c, dict) else c)
+def test_gemma2_features_change_the_result(changes, quantity):
+    assert_misses(hf_model(GEMMA_1_2["gemma2"]), changes, quantity)
+
+
+@pytest.mark.parametrize("case", ["gemma", "gemma2"])
+def test_gemma_1_and_2_decoding_with_the_cache_equals_a_full_pass(case):
+    hf = hf_model(GEMMA_1_2[case])
+    assert_decoding_matches(build_module(hf.config.to_dict(), hf.state_dict()).eval())
+
+
+@pytest.mark.parametrize("case", ["gemma", "gemma2"])
+def test_gemma_1_and_2_load_from_a_local_folder(case, tmp_path):
+    make = gemma1 if case == "gemma" else gemma2
+    assert_loads_from_folder(lambda vocab: make(vocab_size=vocab), tmp_path)
