@@ -70,12 +70,15 @@ def check_parity(hf, ours, ids, mask):
     return out
 
 
-def variant(hf, **changes) -> Transformer:
-    """Our model of `hf` with config fields changed (a feature switched off), the same weights."""
+def variant(hf, rename: dict[str, str] | None = None, **changes) -> Transformer:
+    """Our model of `hf` with config fields changed (a feature switched off), the same weights (`rename`:
+    our tensor names moved to other slots, for a norm put in another place)."""
     config = hf.config.to_dict()
     converter = converter_for(config)
     base = converter.config(config)
     state = converter.weights(config, dict(hf.state_dict()), Transformer(base))
+    for old, new in (rename or {}).items():
+        state = {k.replace(old, new): v for k, v in state.items()}
     module = Transformer(dataclasses.replace(base, **changes))
     own = module.state_dict()
     missing, _ = module.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
@@ -83,9 +86,9 @@ def variant(hf, **changes) -> Transformer:
     return module.eval()
 
 
-def assert_misses(hf, changes: dict, quantity: str = "attentions"):
+def assert_misses(hf, changes: dict, quantity: str = "attentions", rename=None):
     ids, mask, _ = batch(pad_id=0)
-    miss = errors(*run(hf, variant(hf, **changes), ids, mask), mask)
+    miss = errors(*run(hf, variant(hf, rename, **changes), ids, mask), mask)
     assert miss[quantity] > FAIL, (changes, miss)
 
 
@@ -375,3 +378,102 @@ def test_gemma_1_and_2_decoding_with_the_cache_equals_a_full_pass(case):
 def test_gemma_1_and_2_load_from_a_local_folder(case, tmp_path):
     make = gemma1 if case == "gemma" else gemma2
     assert_loads_from_folder(lambda vocab: make(vocab_size=vocab), tmp_path)
+
+
+# ----------------------------------------------------------------------------------- Qwen3, OLMo 2, SmolLM3
+
+
+def llama_shaped(cls, config_cls, **extra):
+    params = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0)
+    return lambda: cls(config_cls(**(params | extra)))
+
+
+OTHERS = {
+    "qwen3": llama_shaped(tf.Qwen3ForCausalLM, tf.Qwen3Config, head_dim=16),
+    # use_sliding_window: layers from max_window_layers = 2 on slide
+    "qwen3-sliding": llama_shaped(tf.Qwen3ForCausalLM, tf.Qwen3Config, head_dim=8, use_sliding_window=True,
+                                  sliding_window=WINDOW, max_window_layers=2),
+    "olmo2": llama_shaped(tf.Olmo2ForCausalLM, tf.Olmo2Config),
+    "olmo2-mha": llama_shaped(tf.Olmo2ForCausalLM, tf.Olmo2Config, num_key_value_heads=4),
+    # 5 layers, NoPE every 4th (layer 3), from no_rope_layer_interval
+    "smollm3": llama_shaped(tf.SmolLM3ForCausalLM, tf.SmolLM3Config, num_hidden_layers=5),
+    # an explicit list (1 = rotary, 0 = NoPE) and sliding NoPE layers
+    "smollm3-list-sliding": llama_shaped(tf.SmolLM3ForCausalLM, tf.SmolLM3Config, num_hidden_layers=5,
+                                         no_rope_layers=[1, 0, 1, 1, 0], use_sliding_window=True,
+                                         sliding_window=WINDOW),
+}
+
+
+@pytest.mark.parametrize("case", OTHERS)
+def test_qwen3_olmo2_smollm3_match_hf_padded(case):
+    hf = hf_model(OTHERS[case])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    ids, mask, _ = batch(pad_id=0)
+    check_parity(hf, ours, ids, mask)
+    layer_types = getattr(hf.config, "layer_types", None) or ["full_attention"] * 4
+    assert [ours.config.window(i) for i in range(len(layer_types))] == [
+        WINDOW if kind == "sliding_attention" else None for kind in layer_types]
+
+
+def test_qwen3_sliding_layers_are_the_last_ones():
+    hf = hf_model(OTHERS["qwen3-sliding"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict())
+    assert hf.config.layer_types == ["full_attention"] * 2 + ["sliding_attention"] * 2
+    assert ours.config.layer_windows == (None, None, WINDOW, WINDOW)
+    raw = {k: v for k, v in hf.config.to_dict().items() if k != "layer_types"}  # a config.json without the list
+    assert converter_for(raw).config(raw) == ours.config
+
+
+@pytest.mark.parametrize("case, changes", [
+    ("qwen3", {"qk_norm": None}),
+    ("qwen3-sliding", {"layer_windows": None}),
+    ("olmo2", {"qk_norm": None}),
+    ("smollm3", {"nope_layers": ()}),  # rotary on every layer
+    ("smollm3-list-sliding", {"nope_layers": (0, 2, 3)}),  # HF's 1/0 read the other way round
+    ("smollm3-list-sliding", {"layer_windows": None}),
+], ids=lambda c: c if isinstance(c, str) else next(iter(c)))
+def test_qwen3_olmo2_smollm3_features_change_the_result(case, changes):
+    assert_misses(hf_model(OTHERS[case]), changes)
+
+
+def test_olmo2_norms_after_each_sublayer_matter():
+    """OLMo 2 normalises each sublayer's output, not its input: the same norms put before the sublayers
+    (Llama's place) miss HF."""
+    hf = hf_model(OTHERS["olmo2"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict())
+    assert ours.blocks[0].attn_norm is None and ours.blocks[0].mlp_norm is None
+    assert ours.blocks[0].attn.q_norm.weight.shape == (4 * 8,) and ours.blocks[0].attn.k_norm.weight.shape == (2 * 8,)
+    assert_misses(hf, {"norm_placement": "pre"}, rename={"attn_post_norm": "attn_norm", "mlp_post_norm": "mlp_norm"})
+
+
+def test_smollm3_nope_layers_follow_hf_flags():
+    hf = hf_model(OTHERS["smollm3"])
+    ours = build_module(hf.config.to_dict(), hf.state_dict())
+    assert hf.config.no_rope_layers == [1, 1, 1, 0, 1]  # HF: 1 = uses rotary
+    assert ours.config.nope_layers == (3,) and ours.config.layer_kind(3) == "full, NoPE"
+    assert ours.config.rope_at(3) is None and ours.config.rope_at(2) is not None
+    listed = build_module(hf_model(OTHERS["smollm3-list-sliding"]).config.to_dict(),
+                          hf_model(OTHERS["smollm3-list-sliding"]).state_dict()).config
+    assert listed.nope_layers == (1, 4) and listed.layer_windows == (None, WINDOW, None, None, WINDOW)
+
+
+@pytest.mark.parametrize("case", OTHERS)
+def test_qwen3_olmo2_smollm3_decoding_with_the_cache_equals_a_full_pass(case):
+    hf = hf_model(OTHERS[case])
+    assert_decoding_matches(build_module(hf.config.to_dict(), hf.state_dict()).eval())
+
+
+@pytest.mark.parametrize("case", ["qwen3-sliding", "olmo2", "smollm3-list-sliding"])
+def test_qwen3_olmo2_smollm3_load_from_a_local_folder(case, tmp_path):
+    factories = {
+        "qwen3-sliding": lambda vocab: llama_shaped(
+            tf.Qwen3ForCausalLM, tf.Qwen3Config, vocab_size=vocab, head_dim=8, use_sliding_window=True,
+            sliding_window=WINDOW, max_window_layers=2),
+        "olmo2": lambda vocab: llama_shaped(tf.Olmo2ForCausalLM, tf.Olmo2Config, vocab_size=vocab),
+        "smollm3-list-sliding": lambda vocab: llama_shaped(
+            tf.SmolLM3ForCausalLM, tf.SmolLM3Config, vocab_size=vocab, num_hidden_layers=5,
+            no_rope_layers=[1, 0, 1, 1, 0], use_sliding_window=True, sliding_window=WINDOW),
+    }
+    loaded = assert_loads_from_folder(factories[case], tmp_path)
+    assert loaded.info.model_type == case.split("-")[0]

@@ -11,6 +11,9 @@ from attnviz.loading.gemma import convert_gemma, gemma_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
+from attnviz.loading.olmo2 import convert_olmo2, olmo2_config
+from attnviz.loading.qwen3 import convert_qwen3, qwen3_config
+from attnviz.loading.smollm3 import convert_smollm3, smollm3_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -35,6 +38,9 @@ CONVERTERS: dict[str, Converter] = {
     "gemma2": Converter(gemma_config, convert_gemma),
     "gemma3_text": Converter(gemma_config, convert_gemma),
     "gemma3": Converter(gemma_config, convert_gemma),  # the multimodal wrapper, read as its text part
+    "qwen3": Converter(qwen3_config, convert_qwen3),
+    "olmo2": Converter(olmo2_config, convert_olmo2),
+    "smollm3": Converter(smollm3_config, convert_smollm3),
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
 }
 
