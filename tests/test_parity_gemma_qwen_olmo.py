@@ -477,3 +477,49 @@ def test_qwen3_olmo2_smollm3_load_from_a_local_folder(case, tmp_path):
     }
     loaded = assert_loads_from_folder(factories[case], tmp_path)
     assert loaded.info.model_type == case.split("-")[0]
+
+
+@pytest.mark.parametrize("case", ["gemma3", "gemma", "gemma2", "qwen3-sliding", "olmo2", "smollm3-list-sliding"])
+def test_recorder_and_head_ablation_work_for_each_family(case):
+    """Every recorded name comes back with its shape, and switching a head off zeroes its output and
+    changes the next layers' attention, on each family's own blocks (MQA, GQA, NoPE, sandwich, after)."""
+    from attnviz.transformer.record import NAMES
+
+    hf = hf_model({**GEMMA3, **GEMMA_1_2, **OTHERS}[case])
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    c = ours.config
+    ids = batch(pad_id=0)[0][:1]
+    head_mask = torch.ones(c.n_layers, c.n_heads)
+    head_mask[0, 1] = 0
+    with torch.no_grad():
+        out = ours(ids, record=Recorder(*NAMES))
+        ablated = ours(ids, head_mask=head_mask, record=Recorder("attentions", "head_outputs"))
+    layer = out.record.layers[0]
+    t, d = ids.shape[1], c.dim_per_head
+    assert layer["queries"].shape == (1, c.n_heads, t, d) and layer["keys"].shape == (1, c.kv_heads, t, d)
+    assert layer["scores"].shape == out.attentions[0].shape == (1, c.n_heads, t, t)
+    assert layer["value_norms"].shape == (1, c.n_heads, t) and layer["head_outputs"].shape == (1, c.n_heads, t, d)
+    assert torch.all(ablated.record.layers[0]["head_outputs"][:, 1] == 0)
+    assert (ablated.attentions[1:] - out.attentions[1:]).abs().max() > ATTENTION_TOL
+
+
+@pytest.mark.parametrize("case, changes, message", [
+    ("gemma3", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+    ("gemma3", {"rope_parameters": {"sliding_attention": {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0},
+                                    "full_attention": {"rope_type": "default", "rope_theta": 1e6}}},
+     "sliding-layer rope_type 'linear'"),
+    ("gemma3", {"layer_types": ["chunked_attention"] * 7}, "layer_types"),
+    ("gemma2", {"attention_bias": True}, "attention_bias"),
+    ("gemma3", {"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                    "full_attention": {"rope_type": "dynamic", "rope_theta": 1e6, "factor": 2.0}}},
+     "rope_type 'dynamic'"),
+    ("qwen3", {"layer_types": ["sliding_attention"] * 4, "sliding_window": None}, "no sliding_window"),
+    ("olmo2", {"clip_qkv": 8.0}, "clip_qkv"),
+    ("smollm3", {"no_rope_layers": [1, 0]}, "no_rope_layers"),
+])
+def test_unsupported_options_are_refused_by_name(case, changes, message):
+    factory = {**GEMMA3, **GEMMA_1_2, **OTHERS}[case]
+    config = factory().config.to_dict() | changes
+    converter = converter_for(config)
+    with pytest.raises(ValueError, match=message), torch.device("meta"):  # as the size check, before any weight
+        converter.module(converter.config(config))

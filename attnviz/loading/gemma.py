@@ -26,6 +26,7 @@ from __future__ import annotations
 from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
 
 SANDWICH = ("gemma2", "gemma3_text")
 # Gemma3TextConfig's defaults, for configs that leave them out (the GGUF loader's dict)
@@ -113,6 +114,9 @@ def _rope(params: dict | None, theta_default: float) -> tuple[float, dict | None
     params = params or {}
     theta = float(params.get("rope_theta", theta_default))
     rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in SUPPORTED_ROPE_TYPES:  # now: Gemma 3's full layers are not the first, whose rotary
+        # the module builds up front, so an unknown type would surface only at the first forward pass
+        raise ValueError(f"rope_type {rope_type!r} is not implemented; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
     return theta, None if rope_type == "default" else {**params, "rope_type": rope_type}
 
 
