@@ -161,6 +161,15 @@ class LoadedModel:
                        for name in names}
         return {name: tensor.float().cpu().numpy() for name, tensor in tensors.items()}
 
+    def score_setup(self, layer: int, head: int) -> dict:
+        """How layer `layer`'s head `head` turns q.k into a score, as plain numbers for the query-key view
+        (analysis.query_key's keyword arguments): scale, window, soft-cap, ALiBi slope, learned sink."""
+        attn, config = self.module.blocks[layer].attn, self.config
+        slopes, sinks = self.module.slopes, attn.sinks
+        return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
+                "softcap": attn.softcap, "slope": None if slopes is None else float(slopes[head]),
+                "sink": None if sinks is None else float(sinks[head].detach())}
+
     @torch.inference_mode()
     def forward_encodings(self, encodings, with_logits: bool = True, record: Recorder | None = None) -> ForwardOutput:
         width = max(len(e.ids) for e in encodings)
@@ -226,6 +235,7 @@ class LoadedModel:
             word_spans=word_spans,
             word_sequence=word_sequence,
             special_mask=special,
-            metadata={"model": self.info.name, "causal": self.config.causal},
+            metadata={"model": self.info.name, "causal": self.config.causal,
+                      "layer_kinds": [self.config.layer_kind(layer) for layer in range(self.config.n_layers)]},
             hidden=hidden.float().cpu().numpy(),
         )

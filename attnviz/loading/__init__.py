@@ -52,6 +52,7 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     limit = available_memory() if memory_limit is None else memory_limit
 
     def check_size(hf_config: dict) -> None:
+        converter_for(hf_config)  # an architecture we cannot convert is refused before any weight is read
         need = load_bytes(hf_config, location, torch_dtype)
         if need > limit:
             raise ModelTooLarge(need, limit, "available memory" if memory_limit is None else "memory allowed")

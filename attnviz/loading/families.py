@@ -1,0 +1,61 @@
+"""What each supported architecture is, for people: the table in README.md and docs/architecture.md,
+generated from the registry (`python -m attnviz families --write` rewrites both; a test keeps them in sync)
+and the list an unsupported model's refusal names.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Family(NamedTuple):
+    name: str  # what people call it
+    model_types: tuple[str, ...]  # HF model_type values the registry converts this way
+    attention: str  # how its attention differs from softmax(QK^T / sqrt(d)) V with learned positions
+    examples: str  # hub ids known to load
+
+
+FAMILIES = [
+    Family("BERT, RoBERTa, XLM-R", ("bert", "roberta", "xlm-roberta"), "MHA, learned positions, post-norm",
+           "google-bert/bert-base-uncased, sentence-transformers/all-MiniLM-L6-v2, FacebookAI/roberta-base"),
+    Family("DistilBERT", ("distilbert",), "MHA, learned positions, post-norm", "distilbert/distilbert-base-uncased"),
+    Family("GPT-2", ("gpt2",), "MHA, causal, learned positions", "openai-community/gpt2"),
+    Family("Llama, Mistral, Qwen2", ("llama", "mistral", "qwen2"),
+           "GQA, rotary (llama3 scaling), Mistral's sliding window",
+           "HuggingFaceTB/SmolLM2-135M-Instruct, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B"),
+    Family("Phi-3, Phi-4", ("phi3",), "GQA, fused qkv, rotary (LongRoPE; partial on Phi-4-mini), sliding window",
+           "microsoft/Phi-3-mini-4k-instruct, microsoft/Phi-3-mini-128k-instruct, microsoft/Phi-4-mini-instruct"),
+    Family("Mixtral", ("mixtral",), "GQA, rotary, sliding window; mixture-of-experts MLP (top-2 of 8)",
+           "mistralai/Mixtral-8x7B-v0.1"),
+    Family("gpt-oss", ("gpt_oss",), "GQA, learned sinks (rows sum to < 1), sliding/full layers, YaRN; experts",
+           "dequantized checkpoints only (openai/gpt-oss-20b ships MXFP4 experts: refused)"),
+    Family("Marian (translation)", ("marian",), "encoder-decoder, sinusoidal positions, cross-attention",
+           "Helsinki-NLP/opus-mt-en-de"),
+]
+
+
+def families_by_type() -> dict[str, Family]:
+    return {model_type: family for family in FAMILIES for model_type in family.model_types}
+
+
+def supported_list() -> str:
+    """One line for error messages: 'BERT, RoBERTa, XLM-R (bert, roberta, xlm-roberta); ...'."""
+    return "; ".join(f"{f.name} ({', '.join(f.model_types)})" for f in FAMILIES)
+
+
+TABLE_START, TABLE_END = "<!-- supported-architectures:start -->", "<!-- supported-architectures:end -->"
+
+
+def markdown_table() -> str:
+    """The supported-architectures table, between the markers that README.md and docs/architecture.md carry."""
+    rows = ["| Family | `model_type` | Attention | Checkpoints |", "| --- | --- | --- | --- |"]
+    for f in FAMILIES:
+        types = ", ".join(f"`{t}`" for t in f.model_types)
+        rows.append(f"| {f.name} | {types} | {f.attention} | {f.examples} |")
+    return "\n".join([TABLE_START, *rows, TABLE_END])
+
+
+def replace_table(document: str) -> str:
+    """`document` with the text between the markers replaced by the current table."""
+    start, end = document.index(TABLE_START), document.index(TABLE_END) + len(TABLE_END)
+    return document[:start] + markdown_table() + document[end:]
