@@ -125,7 +125,29 @@ def assert_loads_from_folder(make, folder):
         out = loaded.module(ids)
     assert (out.attentions - torch.stack(ref.attentions)).abs().max() <= ATTENTION_TOL
     assert (out.logits - ref.logits).abs().max() <= HIDDEN_TOL
+    assert_query_key_view_reproduces_rows(loaded)
     return loaded
+
+
+def assert_query_key_view_reproduces_rows(loaded, text: str = "The keys to the cabinet are on the table."):
+    """The query-key view (analysis.query_key, fed the recorded queries and keys and the model's
+    score_setup) gives back every row of every layer: windows, scales, caps and NoPE included."""
+    import numpy as np
+
+    from attnviz.analysis.query_key import query_key
+
+    trace = loaded.run(text)
+    assert len(trace.tokens) > WINDOW
+    worst = 0.0
+    for layer in range(loaded.config.n_layers):
+        recorded = loaded.record(text, names=("queries", "keys"), layer=layer)
+        for head in range(loaded.config.n_heads):
+            setup = loaded.score_setup(layer, head)
+            for position in range(len(trace.tokens)):
+                view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, **setup)
+                row = trace.attentions[layer, head, position].astype(np.float64)
+                worst = max(worst, float(np.abs(view.probabilities - row).max()))
+    assert worst <= ATTENTION_TOL
 
 
 # ------------------------------------------------------------------------------------------------ Gemma 3
