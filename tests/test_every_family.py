@@ -28,12 +28,20 @@ EXTRA = {
     "mixtral": GQA | dict(num_local_experts=4, num_experts_per_tok=2),
     "gpt_oss": GQA | dict(num_local_experts=4, num_experts_per_tok=2, head_dim=8, sliding_window=4,
                           layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+    "gemma": dict(num_key_value_heads=1, head_dim=8),
+    "gemma2": GQA | dict(head_dim=8, sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=5.0,
+                         final_logit_softcapping=5.0),
+    "gemma3_text": GQA | dict(head_dim=8, sliding_window=4, layer_types=["sliding_attention", "full_attention",
+                                                                        "sliding_attention"]),
+    "qwen3": GQA | dict(head_dim=8), "olmo2": GQA,
+    "smollm3": GQA | dict(no_rope_layers=[1, 0, 1]),
     "gpt_neo": dict(attention_types=[[["global", "local"], 1], [["global"], 1]], window_size=4),
     "opt": dict(ffn_dim=37, word_embed_proj_dim=32),
     "gpt_neox": dict(rotary_pct=0.5),
     "phi": dict(partial_rotary_factor=0.5),
 }
-FAMILIES = [t for t, c in CONVERTERS.items() if c.module is Transformer]
+# gemma3 is the multimodal wrapper of gemma3_text (same converter), whose config nests the text one.
+FAMILIES = [t for t, c in CONVERTERS.items() if c.module is Transformer and t != "gemma3"]
 T = 10
 
 
