@@ -18,10 +18,11 @@ import torch
 import transformers as tf
 
 import attnviz
-from attnviz.loading import ModelTooLarge
+from attnviz.loading import ModelTooLarge, build_module, split
 from attnviz.loading.split import normalize_device_map
 from tests.conftest import SMOLLM, require_offline
 from tests.test_effects import bpe_tokenizer
+from tests.test_parity_tiny import DECODERS, ENCODERS, batch, hf_model
 
 TOL = 1e-6
 TEXTS = ["The keys to the cabinet are on the table.", "The cat sat on the mat, and the dog watched."]
@@ -84,6 +85,24 @@ def test_device_map_takes_from_pretrained_values():
     for bad in (-1, "nowhere", {}, True, 1.5):
         with pytest.raises(ValueError):
             normalize_device_map(bad)
+
+
+@pytest.mark.parametrize("family", sorted({**ENCODERS, **DECODERS}))
+@torch.inference_mode()
+def test_every_family_split_with_a_block_on_disk_equals_the_whole(family, tmp_path):
+    """The module level, on every tiny family of the parity tests: block 1 offloaded to disk, the rest on
+    the CPU; the padded batch's attentions and hidden states equal the whole module's."""
+    reference = hf_model({**ENCODERS, **DECODERS}[family])
+    config, weights = reference.config.to_dict(), reference.state_dict()
+    whole = build_module(config, dict(weights)).eval()
+    device_map = {name: "cpu" for name, _ in whole.named_children() if name != "blocks"}
+    device_map |= {f"blocks.{i}": "disk" if i == 1 else "cpu" for i in range(len(whole.blocks))}
+    module = split.materialize(split.plan(config, device_map, None, tmp_path, torch.float32), config, dict(weights))
+    assert module.hf_device_map == device_map and all(p.is_meta for p in module.blocks[1].parameters())
+    ids, mask, types = batch(whole.config.pad_token_id or 0, pair=family == "bert")
+    types = None if whole.config.causal else types
+    a, b = module(ids, mask, types, with_logits=False), whole(ids, mask, types, with_logits=False)
+    assert (a.attentions - b.attentions).abs().max() <= TOL and (a.hidden - b.hidden).abs().max() <= TOL
 
 
 def test_tiny_llama_split_across_cpu_and_disk_equals_the_whole(tiny_llama, tmp_path):

@@ -31,7 +31,6 @@ import torch
 
 from attnviz.loading.registry import converter_for
 from attnviz.transformer.model import Transformer
-from attnviz.transformer.rope import inverse_frequencies
 
 DEVICE_MAP_NAMES = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOADED = ("cpu", "disk")
@@ -109,14 +108,13 @@ def empty_module(hf_config: dict, dtype: torch.dtype) -> Transformer:
     config = converter.config(hf_config)
     with torch.device("meta"):  # thread-local, unlike accelerate's init_empty_weights (a global patch)
         module = converter.module(config).to(dtype)
-    # The rotary frequencies are a plain attribute, not a parameter: recomputed on the CPU, as built.
-    if module.inv_freq is not None:
-        module.inv_freq = inverse_frequencies(config.dim_per_head, config.rope_theta, config.rope_scaling)
-    for name, sub in module.named_modules():  # any other plain tensor would be silently empty
+    # Plain tensor attributes (rotary frequencies, ALiBi slopes) are no parameters: the module builds them on
+    # the CPU whatever the default device; one left on "meta" would hold no numbers.
+    for name, sub in module.named_modules():
         for attr, value in vars(sub).items():
             if isinstance(value, torch.Tensor) and value.is_meta:
-                raise RuntimeError(f"{name or 'the module'}.{attr} is a plain tensor built on the meta device; "
-                                   "attnviz.loading.split must rebuild it")
+                raise RuntimeError(f"{name or 'the module'}.{attr} is a plain tensor built on the meta device: "
+                                   "build it under `with torch.device('cpu')` as Transformer.__init__ does")
     return module
 
 
