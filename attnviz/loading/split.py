@@ -14,7 +14,7 @@ transformers/integrations/accelerate.py):
   removed when the module is garbage-collected.
 
 The split unit is a block (`no_split_module_classes`: the blocks' classes), so one layer's attention is
-computed, and reduced by the recorder, on the device where that layer runs. Our module is built on the
+computed, and recorded, on the device where that layer runs. Our module is built on the
 meta device and each converted tensor goes straight to its place, so the host never holds the whole
 model twice. `dispatch_model` leaves the map on the module as `hf_device_map`.
 """
@@ -135,9 +135,9 @@ def plan(hf_config: dict, device_map, max_memory: dict | None, offload_folder, d
     given = None if max_memory is None else dict(max_memory)
     disk = None if given is None else given.pop("disk", None)
     resolved = get_max_memory(None if given is None else dict(given))  # sizes as ints, devices in order
-    if given is None:  # transformers' defaults: 90% of a lone GPU, and of the host less what the load holds anyway
-        gpus = [key for key in resolved if isinstance(key, int)]
-        if len(gpus) == 1:
+    if given is None:  # transformers' defaults: 90% of a lone GPU when balancing, and of the host less what
+        gpus = [key for key in resolved if isinstance(key, int)]  # the load holds anyway (the checkpoint)
+        if len(gpus) == 1 and device_map != "sequential":
             resolved[gpus[0]] = int(HOST_SHARE * resolved[gpus[0]])
         if "cpu" in resolved:
             resolved["cpu"] = max(0, int(HOST_SHARE * (resolved["cpu"] - host_reserved)))
