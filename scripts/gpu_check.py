@@ -209,7 +209,7 @@ def split_row(name, label, split_module, whole, ids, mask, device):
             "gathered_on": str(out.attentions.device), "ok": ok}
 
 
-def split_check(device, tiny_only, loaded, results):
+def split_check(device, loaded, results):
     maps, skipped = split_maps(device)
     factory = DECODERS["llama-gqa"]
     reference = hf_model(factory)
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n5. split by a device map vs one device (bound {SPLIT_TOL:g}) [{clock()}]")
     print(f"{'model':38s} {'split':16s} {'devices':24s} {'|Δ attn|':>11s} {'|Δ hidden|':>11s}")
-    split_check(device, args.tiny_only, loaded, results)
+    split_check(device, loaded, results)
 
     failed = [f"parity {r['model']} {r['input']}" for r in results["parity"] if not r["ok"]]
     failed += [f"split {r['model']} {r['split']}" for r in results["split"] if not r["ok"]]
