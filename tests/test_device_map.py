@@ -22,6 +22,7 @@ from attnviz.loading import ModelTooLarge, build_module, split
 from attnviz.loading.split import normalize_device_map
 from tests.conftest import SMOLLM, require_offline
 from tests.test_effects import bpe_tokenizer
+from tests.test_parity_phi3_moe import gpt_oss, mixtral, phi3
 from tests.test_parity_tiny import DECODERS, ENCODERS, batch, hf_model
 
 TOL = 1e-6
@@ -87,12 +88,17 @@ def test_device_map_takes_from_pretrained_values():
             normalize_device_map(bad)
 
 
-@pytest.mark.parametrize("family", sorted({**ENCODERS, **DECODERS}))
+FAMILIES = {**ENCODERS, **DECODERS, "phi4-mini-partial": phi3(partial=0.75, tie_word_embeddings=True),
+            "mixtral-window": mixtral(sliding_window=4), "gpt-oss": gpt_oss()}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 @torch.inference_mode()
 def test_every_family_split_with_a_block_on_disk_equals_the_whole(family, tmp_path):
-    """The module level, on every tiny family of the parity tests: block 1 offloaded to disk, the rest on
-    the CPU; the padded batch's attentions and hidden states equal the whole module's."""
-    reference = hf_model({**ENCODERS, **DECODERS}[family])
+    """The module level, on every tiny family of the parity tests (experts, learned sinks, partial rotary
+    included): block 1 offloaded to disk, the rest on the CPU; the padded batch's attentions and hidden
+    states equal the whole module's."""
+    reference = hf_model(FAMILIES[family])
     config, weights = reference.config.to_dict(), reference.state_dict()
     whole = build_module(config, dict(weights)).eval()
     device_map = {name: "cpu" for name, _ in whole.named_children() if name != "blocks"}
