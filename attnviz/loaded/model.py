@@ -123,8 +123,9 @@ class LoadedModel:
         if self.module.lm_head is None:
             raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
         weight = self.module.lm_head.weight
-        # A copy: the app's traces are shared read-only arrays, which torch will not wrap.
-        hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
+        # A copy: the app's traces are shared read-only arrays, which torch will not wrap. The input device is
+        # the model's (info.device): in a split model the weight itself may be offloaded (on "meta").
+        hidden = torch.tensor(trace.hidden[position], device=self.info.device, dtype=weight.dtype)
         probs = torch.softmax(self.module.unembed(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
         ids = top.indices.tolist()

@@ -66,13 +66,15 @@ class Transformer(nn.Module):
         # Plain attributes, not buffers: `model.to(bfloat16)` must not round the frequencies (the angles
         # are computed in float32 whatever the model's dtype); forward moves them to the input's device.
         # One rotary per distinct (theta, scaling): Gemma 3's local and global layers have two bases.
-        self.layer_ropes = [c.rope_at(layer) for layer in range(c.n_layers)]
-        self.inv_freq = None  # the first rotary's frequencies (the Learn page and older callers read it)
-        for rope in self.layer_ropes:
-            if rope is not None:
-                self.inv_freq = self._frequencies(rope, 0)[0]
-                break
-        self.slopes = alibi_slopes(c.n_heads) if c.alibi else None
+        # Built on the CPU even where the parameters are built on "meta" (a model split by a device map).
+        with torch.device("cpu"):
+            self.layer_ropes = [c.rope_at(layer) for layer in range(c.n_layers)]
+            self.inv_freq = None  # the first rotary's frequencies (the Learn page and older callers read it)
+            for rope in self.layer_ropes:
+                if rope is not None:
+                    self.inv_freq = self._frequencies(rope, 0)[0]
+                    break
+            self.slopes = alibi_slopes(c.n_heads) if c.alibi else None
 
     def _frequencies(self, rope, seq_len: int):
         theta, scaling = rope
