@@ -69,17 +69,25 @@ def compare(label: str, run, repeats: int) -> None:
         cells.append(f"{wall:8.3f} s wall {cpu:8.3f} s CPU")
     speedup = statistics.median(c for _, c in times["repeat_kv (before)"]) / max(
         1e-9, statistics.median(c for _, c in times["grouped (after)"]))
-    print(f"{label:<34} | {cells[0]} | {cells[1]} | {speedup:5.2f}x CPU | max |diff| {diff:.1e}", flush=True)
+    print(f"{label:<44} | {cells[0]} | {cells[1]} | {speedup:5.2f}x CPU | max |diff| {diff:.1e}", flush=True)
 
 
-def kernel_case(heads: int, kv_heads: int, length: int, dim: int, repeats: int) -> None:
+def kernel_case(heads: int, kv_heads: int, queries: int, length: int, dim: int, repeats: int) -> None:
+    """One layer's kernel: `queries` = length is a whole forward pass, 1 a decoding step on a cache."""
     g = torch.Generator().manual_seed(0)
-    q = torch.randn(1, heads, length, dim, generator=g)
+    q = torch.randn(1, heads, queries, dim, generator=g)
     k = torch.randn(1, kv_heads, length, dim, generator=g)
     v = torch.randn(1, kv_heads, length, dim, generator=g)
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
-    compare(f"one layer H={heads} K={kv_heads} S={length}",
-            lambda: attention.scaled_dot_product_attention(q, k, v, causal)[0], repeats)
+    causal = torch.ones(queries, length, dtype=torch.bool).tril(length - queries)
+    steps = 1 if queries > 1 else 50  # a decoding step is short: time 50 of them
+
+    def run():
+        for _ in range(steps):
+            out = attention.scaled_dot_product_attention(q, k, v, causal)[0]
+        return out
+
+    what = "forward" if queries > 1 else f"{steps} decode steps"
+    compare(f"kernel H={heads} K={kv_heads} S={length} {what}", run, repeats)
 
 
 @torch.inference_mode()
@@ -96,9 +104,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.repeats} runs")
-    print(f"{'case':<34} | {'repeat_kv (before)':<34} | {'grouped (after)':<34} |")
-    kernel_case(9, 3, 4096, 64, args.repeats)  # SmolLM2's layer shape
-    kernel_case(4, 1, 4096, 256, args.repeats)  # Gemma 3 270M's
+    print(f"{'case':<44} | {'repeat_kv (before)':<34} | {'grouped (after)':<34} |")
+    for queries in (4096, 1):
+        kernel_case(9, 3, queries, 4096, 64, args.repeats)  # SmolLM2's layer shape
+        kernel_case(4, 1, queries, 4096, 256, args.repeats)  # Gemma 3 270M's
     for key in args.models:
         model = attnviz.load(MODELS[key], max_tokens=max(args.lengths))
         for length in args.lengths:
