@@ -12,7 +12,9 @@ Modes:
 
 Per run: wall seconds, CPU seconds (user + system), the process's peak resident memory (VmHWM) and that
 peak above the resident memory once torch and transformers are imported (what a load reserves in the app,
-`workbench/shelf.source_load_bytes`). The cache folder is a temporary one, never ~/.cache/attnviz.
+`workbench/shelf.source_load_bytes`), all counted from after those imports (the app makes them at its
+start); and the whole process's wall seconds, imports included. The cache folder is a temporary one, never
+~/.cache/attnviz.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="cached runs per model")
     parser.add_argument("--stages", action="store_true", help="print each run's loading stages")
     args = parser.parse_args()
-    print(f"{'model':40} {'mode':7} {'wall s':>7} {'cpu s':>7} {'peak MB':>8} {'above imports MB':>17}")
+    print(f"{'model':40} {'mode':7} {'wall s':>7} {'cpu s':>7} {'peak MB':>8} {'above imports MB':>17} "
+          f"{'process wall s':>15}")
     for model_id in args.models.split(","):
         with tempfile.TemporaryDirectory(prefix="attnviz-bench-cache-") as cache_dir:
             for mode in args.modes.split(","):
@@ -93,7 +96,8 @@ def main() -> None:
                         print(f"{model_id:40} {mode:7} error: {result['error']}")
                         continue
                     print(f"{model_id:40} {mode:7} {result['wall_s']:7.1f} {result['cpu_s']:7.1f} "
-                          f"{result['peak_mb']:8.0f} {result['above_imports_mb']:17.0f}", flush=True)
+                          f"{result['peak_mb']:8.0f} {result['above_imports_mb']:17.0f} "
+                          f"{result['process_wall_s']:15.1f}", flush=True)
                     if args.stages:
                         for at, stage in result["stages"]:
                             print(f"{'':48}{at:7.1f}  {stage}")

@@ -294,8 +294,11 @@ def open_entry(source: Path, progress=None, root: Path | None = None) -> Entry |
     progress("reading cached weights")
     try:
         meta = json.loads((folder / META).read_text(encoding="utf-8"))
-        state = read_safetensors(folder / WEIGHTS)
+        # The tokenizer first: parsing Gemma 3's 262k-token tokenizer.json takes a few hundred MB for a
+        # moment, handed back before the weights are held (the peak is the load's reservation).
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
+        trim_heap()
+        state = read_safetensors(folder / WEIGHTS)
     except Exception as error:  # noqa: BLE001 - any unreadable entry is rebuilt (tokenizers raises Exception)
         log.warning("removing an unreadable model cache entry %s (%s)", folder, error)
         remove_tree(folder)
@@ -348,6 +351,20 @@ def _prune_other_versions(folder: Path) -> None:
     for other in folder.parent.glob(f"{sha256}-*"):
         if other != folder and other.is_dir():
             remove_tree(other)
+
+
+def trim_heap() -> None:
+    """Collect garbage and hand freed heap back to the OS (glibc keeps it otherwise), so that a transient
+    step's memory is gone before the next one raises the peak."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 def _config_from_json(config: dict) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnviz.loading.cache import trim_heap
 from attnviz.loading.sources import is_local_path
 
 # Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
@@ -177,7 +178,7 @@ def _read_gguf(path: Path, progress, before_weights) -> Checkpoint:
     tokenizer = reference_tokenizer(path)
     checkpoint = _checkpoint(hf_config.to_dict(), {}, tokenizer, path)
     del tokenizer
-    _trim_heap()
+    trim_heap()
     checkpoint.tensors = read_gguf_tensors(path, hf_config, progress)
     return checkpoint
 
@@ -252,19 +253,6 @@ def read_gguf_with_transformers(path: Path) -> Checkpoint:
         skeleton = AutoModelForCausalLM.from_config(hf_config)
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
     return _checkpoint(hf_config.to_dict(), tensors, reference_tokenizer(path), path)
-
-
-def _trim_heap() -> None:
-    """Hand freed heap back to the OS (glibc keeps it otherwise): the tokenizer conversion's garbage."""
-    import ctypes
-    import ctypes.util
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass
 
 
 def _checkpoint(config: dict, tensors: dict, tokenizer, path: Path) -> Checkpoint:
