@@ -107,6 +107,24 @@ def word_one_hot(word_of_token: Sequence[int | None], n_words: int) -> np.ndarra
     return one_hot
 
 
+def _segments(word_of_token: Sequence[int | None], place: dict[int, int]) -> tuple[np.ndarray, ...]:
+    """The tokens that belong to a placed word, grouped by place: (token order, where each group starts in
+    it, each group's place). `place` maps a word to its row or column of the result."""
+    kept = [(place[w], t) for t, w in enumerate(word_of_token) if w is not None and w in place]
+    kept.sort()  # by place, then token: each group's tokens in text order, so every sum has one order
+    places = np.fromiter((p for p, _ in kept), dtype=np.intp, count=len(kept))
+    order = np.fromiter((t for _, t in kept), dtype=np.intp, count=len(kept))
+    starts = np.flatnonzero(np.r_[True, places[1:] != places[:-1]]) if len(kept) else np.empty(0, np.intp)
+    return order, starts, places[starts]
+
+
+def _as_slice(order: np.ndarray) -> slice | None:
+    """`order` as a slice when it is a run of consecutive positions."""
+    if len(order) and order[-1] - order[0] == len(order) - 1 and (len(order) < 2 or (np.diff(order) == 1).all()):
+        return slice(int(order[0]), int(order[-1]) + 1)
+    return None
+
+
 # The float64 work of word attention is done in blocks of about this many bytes: a block of heads of
 # one layer, and in the scorer a block of rows (docs/architecture.md, "Scoring rule").
 BLOCK_BYTES = 8 * 2**20
@@ -123,42 +141,39 @@ def word_attention_matrix(
     """W [L, H, R, C] from token attentions [L, H, T, T]: the rows `rows` and columns `columns` (word
     indices; default all n words, so [L, H, n, n]); rows and columns of words without tokens are 0.
 
-    Computed in float64 one block of heads of one layer at a time (a float64 copy of a whole 512-token
-    trace would take hundreds of MB; one block is about BLOCK_BYTES), only the query tokens of `rows`
-    read, and stored as `dtype`. Every entry is the same float64 sum, divided once, whichever rows and
-    columns are asked for."""
-    n_layers, n_heads, n_tokens = attentions.shape[0], attentions.shape[1], len(word_of_token)
-    if rows is None:
-        row_words, query = np.arange(n_words), None  # every token, as one-hot rows of zeros or one 1
-        row_hot = word_one_hot(word_of_token, n_words)
-    else:
-        row_words = np.asarray(rows, dtype=np.intp).reshape(-1)
-        position = {int(w): k for k, w in enumerate(row_words)}
-        query = [t for t, w in enumerate(word_of_token) if w in position]
-        row_hot = np.zeros((len(query), len(row_words)))
-        row_hot[np.arange(len(query)), [position[word_of_token[t]] for t in query]] = 1.0
-    if columns is None and rows is None:
-        column_hot = row_hot
-    else:
-        column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
-        place = {int(w): k for k, w in enumerate(column_words)}
-        column_hot = np.zeros((n_tokens, len(column_words)))
-        for t, w in enumerate(word_of_token):
-            if w in place:
-                column_hot[t, place[w]] = 1.0
-    counts = np.maximum(row_hot.sum(axis=0), 1.0)[:, None]  # [R, 1]
-    n_query = n_tokens if query is None else len(query)
-    out = np.empty((n_layers, n_heads, len(row_words), column_hot.shape[1]), dtype=dtype)
-    block = max(1, BLOCK_BYTES // max(1, 8 * n_query * n_tokens))
+    Segment sums (`np.add.reduceat`) over the tokens of each word, gathered in word order: the sum over a
+    row word's tokens of the sum over a column word's tokens, in float64, divided once by the row word's
+    token count. Linear in the attention cells: the one-hot matrix products it replaced cost T x T x n
+    multiply-adds a head (benchmarks/bench_word_level.py). Computed one block of heads of one layer at a time (a
+    float64 copy of a whole 512-token trace would take hundreds of MB; one block is about BLOCK_BYTES), only
+    the query tokens of `rows` read, and stored as `dtype`. Every entry is the same float64 sum, in the same
+    order, divided once, whichever rows and columns are asked for."""
+    n_layers, n_heads = attentions.shape[0], attentions.shape[1]
+    row_words = np.arange(n_words) if rows is None else np.asarray(rows, dtype=np.intp).reshape(-1)
+    column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
+    row_place = {int(w): k for k, w in enumerate(row_words)}
+    column_place = {int(w): k for k, w in enumerate(column_words)}
+    query, query_starts, row_at = _segments(word_of_token, row_place)
+    key, key_starts, column_at = _segments(word_of_token, column_place)
+    out = np.zeros((n_layers, n_heads, len(row_words), len(column_words)), dtype=dtype)
+    if len(query) == 0 or len(key) == 0:
+        return out
+    counts = np.diff(np.r_[query_starts, len(query)]).astype(np.float64)[:, None]  # [R', 1]
+    cells = np.ix_(row_at, column_at)
+    # tokens in text order without gaps (the common case) are read as a slice, not gathered
+    query_at, key_at = _as_slice(query), _as_slice(key)
+    gather = (slice(None), query[:, None], key[None, :]) if query_at is None or key_at is None else None
+    block = max(1, BLOCK_BYTES // max(1, 12 * len(query) * len(key)))
     for layer in range(n_layers):
         for start in range(0, n_heads, block):
-            heads = attentions[layer, start : start + block]  # [h, T, T]
-            if query is not None:
-                heads = heads[:, query]
-            summed = np.asarray(heads, dtype=np.float64) @ column_hot  # [h, Tq, C]
-            # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
-            out[layer, start : start + block] = (row_hot.T @ summed) / counts  # [h, R, C]
-            del heads, summed  # not held while the next block is gathered
+            heads = attentions[layer, start : start + block]
+            heads = heads[gather] if gather is not None else heads[:, query_at, key_at]  # [h, Tq, Tk]
+            summed = np.add.reduceat(np.asarray(heads, dtype=np.float64), query_starts, axis=1)  # [h, R', Tk]
+            del heads
+            summed = np.add.reduceat(summed, key_starts, axis=2)  # [h, R', C']
+            # sum first, divide once: equal sums stay equal
+            out[layer, start : start + block][:, cells[0], cells[1]] = summed / counts
+            del summed  # not held while the next block is gathered
     return out
 
 
@@ -224,9 +239,10 @@ def scoring_peak_bytes(
     distinct words read (sources and targets), default the worst case, every word with a token.
 
     Traces are scored one after another, so scoring a batch needs the largest of its traces' figure.
-    Mirrors `_row_predictions` and `word_attention_matrix`: the column one-hot [T, C], a block of
-    rows [L, H, r, C] with its argmax, and per block of heads the query rows gathered (float32, then
-    float64) and reduced, where C <= min(n_words, T) words have tokens."""
+    Mirrors `_row_predictions` and `word_attention_matrix`: a block of rows [L, H, r, C] with its argmax,
+    and per block of heads the query rows' tokens gathered (float32, then float64) and summed over the
+    row words' tokens [h, r, T], then over the column words' tokens [h, r, C] (and its quotient), where
+    C <= min(n_words, T) words have tokens."""
     n_columns = min(n_words, n_tokens)
     n_rows = n_columns if n_rows is None else min(n_rows, n_columns)
     python = _SLACK_BYTES + _PYTHON_BYTES_PER_TOKEN * n_tokens + _PYTHON_BYTES_PER_WORD * n_words
@@ -235,11 +251,11 @@ def scoring_peak_bytes(
     rows = _rows_per_block(n_layers, n_heads, n_columns, n_rows)
     # the block's words hold at most the tokens the other words with tokens leave
     query = max(rows, n_tokens - (n_columns - rows))
-    heads = min(n_heads, max(1, BLOCK_BYTES // max(1, 8 * query * n_tokens)))
-    per_heads = heads * (12 * query * n_tokens + 8 * query * n_columns + 16 * rows * n_columns) + 8 * query * rows
+    heads = min(n_heads, max(1, BLOCK_BYTES // max(1, 12 * query * n_tokens)))
+    per_heads = heads * (12 * query * n_tokens + 8 * rows * n_tokens + 16 * rows * n_columns)
     row_block = n_layers * n_heads * rows * (8 * n_columns + 32)  # float64 block; argmax, best, where
     held = 8 * n_layers * n_heads * n_rows  # the predictions kept for the trace's items
-    return int(python + 8 * n_tokens * n_columns + row_block + per_heads + held)
+    return int(python + row_block + per_heads + held)
 
 
 def _word_map(
