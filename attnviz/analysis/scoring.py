@@ -151,6 +151,12 @@ def word_attention_matrix(
     n_layers, n_heads = attentions.shape[0], attentions.shape[1]
     row_words = np.arange(n_words) if rows is None else np.asarray(rows, dtype=np.intp).reshape(-1)
     column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
+    (unique_rows, row_copy), (unique_columns, column_copy) = (np.unique(row_words, return_inverse=True),
+                                                              np.unique(column_words, return_inverse=True))
+    if len(unique_rows) < len(row_words) or len(unique_columns) < len(column_words):
+        # a word asked for twice (the words of one multi-word token share its unit): computed once, copied
+        once = word_attention_matrix(attentions, word_of_token, n_words, dtype, unique_rows, unique_columns)
+        return once[:, :, row_copy][:, :, :, column_copy]
     row_place = {int(w): k for k, w in enumerate(row_words)}
     column_place = {int(w): k for k, w in enumerate(column_words)}
     query, query_starts, row_at = _segments(word_of_token, row_place)
@@ -195,29 +201,54 @@ def _align_to_sorted_words(
 
 
 def _row_predictions(
-    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int, rows: list[int], sink_aware: bool
+    attentions: np.ndarray, unit_of_token: Sequence[int | None], unit_of_word: Sequence[int], rows: list[int],
+    sink_aware: bool,
 ) -> np.ndarray:
-    """`predictions(word_attention_matrix(...))[:, :, rows]` [L, H, len(rows)], computing only those rows
-    and only the columns of words that have tokens, a block of rows at a time.
+    """`predictions(word_attention_matrix(...))[:, :, rows]` [L, H, len(rows)] for words whose tokens are
+    those of their unit (`unit_of_word[w]`: the span it shares, a multi-word token's, or its own), computing
+    only those rows and only the columns of words that have tokens, a block of rows at a time.
 
     The same predictions: a word without tokens has W == 0 in every row, and a prediction needs a
-    maximum above 0, so such a column is never predicted."""
+    maximum above 0, so such a column is never predicted. Words of one unit have the same row and column,
+    so ties among them go to the lowest word index, as any tie. `sink_aware` drops word 0 and the words
+    that share its span (the sink token's weight is in all of their columns)."""
     n_layers, n_heads = attentions.shape[:2]
-    columns = np.array(sorted({w for w in word_of_token if w is not None}), dtype=np.intp)
+    unit_of_word = np.asarray(unit_of_word, dtype=np.intp)
+    has_unit = np.zeros(len(unit_of_word) and int(unit_of_word.max()) + 1, dtype=bool)
+    has_unit[[u for u in unit_of_token if u is not None]] = True
+    columns = np.flatnonzero(has_unit[unit_of_word]) if len(unit_of_word) else np.empty(0, np.intp)
     column_of = {int(w): k for k, w in enumerate(columns)}
+    first_span = np.flatnonzero(unit_of_word == unit_of_word[0]) if sink_aware and len(unit_of_word) else []
+    sink = [column_of[int(w)] for w in first_span if int(w) in column_of]
     out = np.empty((n_layers, n_heads, len(rows)), dtype=np.int64)
     step = _rows_per_block(n_layers, n_heads, len(columns), len(rows))
+    n_units = len(has_unit)
+    if n_units < len(unit_of_word):  # shared units: a block is computed once per unit, then copied; half as many
+        step = max(1, step // 2)
     for start in range(0, len(rows), step):
         part = rows[start : start + step]
-        block = word_attention_matrix(attentions, word_of_token, n_words, np.float64, part, columns)
+        block = word_attention_matrix(attentions, unit_of_token, n_units, np.float64, unit_of_word[part],
+                                      unit_of_word[columns])
         block[:, :, np.arange(len(part)), [column_of[w] for w in part]] = -np.inf  # j != i
-        if sink_aware and 0 in column_of:
-            block[..., column_of[0]] = -np.inf
+        if sink:
+            block[..., sink] = -np.inf
         predicted = block.argmax(axis=-1)  # first index on ties, columns in word order
         best = np.take_along_axis(block, predicted[..., None], axis=-1)[..., 0]
         out[:, :, start : start + len(part)] = np.where(best > 0, columns[predicted], -1)
         del block, predicted, best  # one block of rows alive at a time
     return out
+
+
+def _units(spans: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[int]]:
+    """The distinct spans of an item's words, in order, and the unit of each word (the words of a
+    multi-word token share one span, so one unit; every other word is a unit of its own)."""
+    units: list[tuple[int, int]] = []
+    unit_of_word: list[int] = []
+    for span in spans:
+        if not units or units[-1] != tuple(span):
+            units.append(tuple(span))
+        unit_of_word.append(len(units) - 1)
+    return units, unit_of_word
 
 
 def _rows_per_block(n_layers: int, n_heads: int, n_columns: int, n_rows: int) -> int:
@@ -262,14 +293,17 @@ def _word_map(
     trace: AttentionTrace,
     word_spans: Sequence[tuple[int, int]] | None,
     word_sequence: Sequence[int] | None = None,
-) -> tuple[list[int | None], int]:
+) -> tuple[list[int | None], int, list[int]]:
+    """(the unit of each token, the number of units, the unit of each word): the trace's own words (one unit
+    a word), or the words at `word_spans`, where words of one span (a multi-word token) share a unit."""
     if word_spans is None:
         word_of_token = list(trace.word_of_token)
         known = [w for w in word_of_token if w is not None]
-        return word_of_token, max([len(trace.words), *(w + 1 for w in known)])
-    spans = list(word_spans)
-    sequence = None if word_sequence is None else list(word_sequence)
-    return align_tokens_to_words(trace.offsets, trace.sequence_ids, spans, sequence), len(spans)
+        n_words = max([len(trace.words), *(w + 1 for w in known)])
+        return word_of_token, n_words, list(range(n_words))
+    units, unit_of_word = _units(list(word_spans))
+    sequence = None if word_sequence is None else [word_sequence[unit_of_word.index(u)] for u in range(len(units))]
+    return align_tokens_to_words(trace.offsets, trace.sequence_ids, units, sequence), len(units), unit_of_word
 
 
 def word_attention(
@@ -278,24 +312,28 @@ def word_attention(
     word_sequence: Sequence[int] | None = None,
     head: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans); with
-    `head` = (layer, head), that head's alone, [1, 1, n, n] (every head of a 900-word item is 1.7 GB)."""
-    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans; words of
+    one span share its tokens); with `head` = (layer, head), that head's alone, [1, 1, n, n] (every head
+    of a 900-word item is 1.7 GB)."""
+    unit_of_token, n_units, unit_of_word = _word_map(trace, word_spans, word_sequence)
     attentions = self_attentions(trace)
     if head is not None:
         attentions = attentions[head[0]:head[0] + 1, head[1]:head[1] + 1]
-    return word_attention_matrix(attentions, word_of_token, n_words)
+    if unit_of_word == list(range(n_units)):
+        return word_attention_matrix(attentions, unit_of_token, n_units)
+    return word_attention_matrix(attentions, unit_of_token, n_units, np.float64, unit_of_word, unit_of_word)
 
 
-def predictions(word_attn: np.ndarray, sink_aware: bool = False) -> np.ndarray:
+def predictions(word_attn: np.ndarray, sink_aware: bool = False, sink_words: int = 1) -> np.ndarray:
     """[L, H, n] int: each head's predicted word for every word i (argmax over j != i); -1 = none.
 
-    `sink_aware` also drops word 0 from the candidates (the first token's attention sink)."""
+    `sink_aware` also drops word 0 from the candidates (the first token's attention sink), and with it the
+    words that share its span (`sink_words` in all: a treebank's multi-word token at the start)."""
     n = word_attn.shape[-1]
     masked = word_attn.copy()
     masked[..., np.arange(n), np.arange(n)] = -np.inf
     if sink_aware:
-        masked[..., 0] = -np.inf
+        masked[..., :sink_words] = -np.inf
     predicted = masked.argmax(axis=-1)  # first index on ties
     best = np.take_along_axis(masked, predicted[..., None], axis=-1)[..., 0]
     return np.where(best > 0, predicted, -1)
@@ -312,12 +350,13 @@ def rank_heads(
 
     Words are the trace's own (`trace.word_of_token`) unless `word_spans` gives character spans.
     """
-    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    unit_of_token, _, unit_of_word = _word_map(trace, word_spans, word_sequence)
+    n_words = len(unit_of_word)
     for name, word in (("source_word", source_word), ("target_word", target_word)):
         if not 0 <= word < n_words:
             raise ValueError(f"{name}={word} is out of range for {n_words} words")
-    rows = [t for t, w in enumerate(word_of_token) if w == source_word]
-    cols = [t for t, w in enumerate(word_of_token) if w == target_word]
+    rows = [t for t, u in enumerate(unit_of_token) if u == unit_of_word[source_word]]
+    cols = [t for t, u in enumerate(unit_of_token) if u == unit_of_word[target_word]]
     if not rows or not cols:
         raise ValueError("the source or target word has no token (truncated?)")
     attentions = self_attentions(trace)
@@ -376,8 +415,8 @@ class ScoreAccumulator:
         # Linear in the items' words: a text object is compared once, a words tuple hashed once (the
         # items of one CoNLL-U sentence share both), so a long sentence's n arcs cost n, not n².
         checked: set[int] = set()
-        key_of: dict[tuple[int, str], tuple[tuple[str, ...], str]] = {}
-        groups: dict[tuple[tuple[str, ...], str], list[ProbeItem]] = {}
+        key_of: dict[tuple[int, int], tuple] = {}
+        groups: dict[tuple, list[ProbeItem]] = {}
         for item in items:
             text = item.text
             if trace.texts and id(text) not in checked:
@@ -386,22 +425,24 @@ class ScoreAccumulator:
                         f"item {item.id or text!r} was scored with a trace of another text {trace.texts[0]!r}"
                     )
                 checked.add(id(text))
-            by_id = (id(item.words), item.sep)
+            spans = item._spans
+            by_id = (id(item.words), id(spans))
             if by_id not in key_of:
-                key_of[by_id] = (item.words, item.sep)
+                key_of[by_id] = (item.words, spans)
             groups.setdefault(key_of[by_id], []).append(item)
         # W once per distinct word segmentation, only the rows its items read
-        predicted_of: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, dict[int, int], set[int]]] = {}
+        predicted_of: dict[tuple, tuple[np.ndarray, dict[int, int], set[int]]] = {}
         for key, group in groups.items():
-            first = group[0]
-            word_of_token = _align_to_sorted_words(trace.offsets, trace.sequence_ids, first.word_spans)
-            has_token = {w for w in word_of_token if w is not None}
+            units, unit_of_word = _units(group[0].word_spans)
+            unit_of_token = _align_to_sorted_words(trace.offsets, trace.sequence_ids, units)
+            has_unit = {u for u in unit_of_token if u is not None}
+            has_token = {w for w, u in enumerate(unit_of_word) if u in has_unit}
             rows = sorted({w for item in group for w in (item.source, item.target)} & has_token)
-            predicted = (_row_predictions(attentions, word_of_token, len(first.words), rows, self.sink_aware)
+            predicted = (_row_predictions(attentions, unit_of_token, unit_of_word, rows, self.sink_aware)
                          if rows else np.empty((*attentions.shape[:2], 0), dtype=np.int64))
             predicted_of[key] = (predicted, {w: k for k, w in enumerate(rows)}, has_token)
         for item in items:
-            predicted, row_of, has_token = predicted_of[key_of[(id(item.words), item.sep)]]
+            predicted, row_of, has_token = predicted_of[key_of[(id(item.words), id(item._spans))]]
             counts = self._relation(item.relation)
             if item.source not in has_token or item.target not in has_token:
                 counts.n_skipped += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 
-from attnviz.analysis import detect_format, parse_items, score_model, scoring_peak_bytes, to_json
+from attnviz.analysis import detect_format, parse_item_file, score_model, scoring_peak_bytes, to_json
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import TRACE_OVERHEAD, nbytes, trace_bytes
 
@@ -49,16 +49,21 @@ def detected_format(name: str, data: bytes) -> str:
     return detect_format(name, prefix)
 
 
-def parsed_items(bench: Workbench, kind: str, data: bytes, name: str, sep: str = " ") -> list:
-    """An upload's items (analysis.parse_items), parsed once per content, under the budget, and shared: the
-    page reruns on every click, and a large file was parsed again each time. A file that does not parse
-    raises each time."""
+def parsed_file(bench: Workbench, kind: str, data: bytes, name: str):
+    """An upload's items and what reading them left out (analysis.parse_item_file), parsed once per content,
+    under the budget, and shared: the page reruns on every click, and a large file was parsed again each
+    time. A file that does not parse raises each time."""
     def parse():
         with bench.reserve(PARSE_BYTES_PER_BYTE * len(data)):
-            return parse_items(kind, data, name, sep)
+            return parse_item_file(kind, data, name)
 
-    key = ("parsed", hashlib.sha256(data).hexdigest(), kind, sep)
-    return bench.shared_value(key, parse, lambda items: PARSED_BYTES_PER_BYTE * len(data) + 1_000)
+    key = ("parsed", hashlib.sha256(data).hexdigest(), kind)
+    return bench.shared_value(key, parse, lambda parsed: PARSED_BYTES_PER_BYTE * len(data) + 1_000)
+
+
+def parsed_items(bench: Workbench, kind: str, data: bytes, name: str) -> list:
+    """The items of `parsed_file`."""
+    return parsed_file(bench, kind, data, name).items
 
 
 def example_traces(bench: Workbench, model, name: str, items, hold=contextlib.nullcontext) -> list:
