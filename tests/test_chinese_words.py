@@ -93,7 +93,8 @@ def test_segmenting_writes_and_reads_no_cache_file(tmp_path, planted):
 
 
 def test_text_without_han_never_imports_jieba(tmp_path):
-    script = "import sys; from attnviz.trace import split_words; split_words('The cat. カナ'); print('jieba' in sys.modules)"
+    script = ("import sys; from attnviz.trace import split_words; split_words('The cat. カナ'); "
+              "print('jieba' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.stdout.strip() == "False", done.stderr

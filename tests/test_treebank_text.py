@@ -62,9 +62,11 @@ def test_a_text_that_disagrees_with_the_forms_is_replaced_and_counted():
 
 def test_malformed_ranges_name_their_line():
     with pytest.raises(ValueError, match=r"<conllu>, line 3: the multiword range 3-4"):
-        parse_conllu_reading(sentence(row("1", "a", "0", "root"), row("3-4", "xy", "_", "_"), row("2", "b", "1", "dep")))
+        parse_conllu_reading(sentence(row("1", "a", "0", "root"), row("3-4", "xy", "_", "_"),
+                                      row("2", "b", "1", "dep")))
     with pytest.raises(ValueError, match=r"<conllu>, line 3: the multiword range ends after"):
-        parse_conllu_reading(sentence(row("1", "a", "0", "root"), row("2-3", "bc", "_", "_"), row("2", "b", "1", "dep")))
+        parse_conllu_reading(sentence(row("1", "a", "0", "root"), row("2-3", "bc", "_", "_"),
+                                      row("2", "b", "1", "dep")))
 
 
 def raw_sentences(path):
