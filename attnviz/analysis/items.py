@@ -341,15 +341,34 @@ _INTEGER = re.compile(r"[0-9]+")  # str.isdigit also accepts '²', which int() r
 @dataclass(frozen=True)
 class ConlluSentence:
     """The syntactic words of one CoNLL-U sentence with their 1-based heads (0 = root) and DEPRELs, its
-    `# text` (None without one) and its surface tokens: (form, first word, end word, space after) with
-    0-based word indices [first, end), one per word line outside a multi-word token and one per `3-4` range."""
+    `# text` (None without one), whether a space follows each word (False after SpaceAfter=No; for the
+    words of a multi-word token, its range line's), and its multi-word tokens: (first word, end word, form)
+    with 0-based word indices [first, end), one per `3-4` range."""
 
     id: str
     words: tuple[str, ...]
     heads: tuple[int, ...]
     deprels: tuple[str, ...]
     text: str | None = None
-    surface: tuple[tuple[str, int, int, bool], ...] = ()
+    space_after: tuple[bool, ...] = ()
+    ranges: tuple[tuple[int, int, str], ...] = ()
+
+    @property
+    def surface(self) -> list[tuple[str, int, int, bool]]:
+        """The surface tokens (form, first word, end word, space after): a word outside a multi-word token,
+        or a multi-word token's range."""
+        spaced = self.space_after or (True,) * len(self.words)
+        tokens, k, ranges = [], 0, iter(self.ranges)
+        upcoming = next(ranges, None)
+        while k < len(self.words):
+            if upcoming is not None and upcoming[0] == k:
+                first, end, form = upcoming
+                tokens.append((form, first, end, spaced[end - 1]))
+                k, upcoming = end, next(ranges, None)
+            else:
+                tokens.append((self.words[k], k, k + 1, spaced[k]))
+                k += 1
+        return tokens
 
 
 def _space_after(misc: str) -> bool:
@@ -361,7 +380,9 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
     sentences: list[ConlluSentence] = []
     # (line number, form, head, deprel) of the current sentence's syntactic words
     rows: list[tuple[int, str, int, str]] = []
-    surface: list[tuple[str, int, int, bool]] = []
+    spaced: list[bool] = []
+    ranges: list[tuple[int, int, str]] = []
+    range_space = True
     sent_id: str | None = None
     sent_text: str | None = None
     range_end = 0  # the multi-word token being read covers the words before this (0-based) index
@@ -385,7 +406,8 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 heads=tuple(row[2] for row in rows),
                 deprels=tuple(row[3] for row in rows),
                 text=sent_text,
-                surface=tuple(surface),
+                space_after=tuple(spaced),
+                ranges=tuple(ranges),
             )
         )
 
@@ -394,7 +416,7 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
         for line_number, line in lines:
             if not line.strip():
                 flush()
-                rows, surface, sent_id, sent_text, range_end = [], [], None, None, 0
+                rows, spaced, ranges, sent_id, sent_text, range_end = [], [], [], None, None, 0
                 continue
             if line.startswith("#"):
                 # `=(.*)` and strip: `=\s*(.*\S)` backtracks quadratically on a long run of spaces
@@ -421,8 +443,8 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                     raise ValueError(f"{where}: empty FORM")
                 if len(form) > MAX_WORD_CHARS:
                     raise ValueError(f"{where}: FORM has {len(form)} characters; at most {MAX_WORD_CHARS} are read")
-                surface.append((form, first - 1, last, _space_after(columns[9])))
-                range_end, range_line = last, line_number
+                ranges.append((first - 1, last, form))
+                range_end, range_line, range_space = last, line_number, _space_after(columns[9])
                 continue
             if not _INTEGER.fullmatch(word_id):
                 raise ValueError(f"{where}: ID must be an integer, a range or a decimal, got {_shown(word_id)}")
@@ -444,8 +466,8 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 n_arcs += 1
                 if n_arcs > MAX_ITEMS:
                     raise ValueError(f"{where}: more than {MAX_ITEMS} arcs (items); split the file")
-            if len(rows) >= range_end:  # a word of its own, not one of a multi-word token's
-                surface.append((form, len(rows), len(rows) + 1, _space_after(columns[9])))
+            # a multi-word token's words take its range line's SpaceAfter
+            spaced.append(_space_after(columns[9]) if len(rows) >= range_end else range_space)
             rows.append((line_number, form, int(head), deprel))
         flush()
     return sentences
@@ -485,7 +507,7 @@ def sentence_text(sentence: ConlluSentence) -> tuple[str, tuple[tuple[int, int],
     with the forms (docs/architecture.md, "Probe items and input formats"): the `# text` when its surface
     forms are found in it left to right with only whitespace between; else (and without one) the surface
     forms joined with a space except after SpaceAfter=No. The words of a multi-word token share its span."""
-    surface = sentence.surface or tuple((w, k, k + 1, True) for k, w in enumerate(sentence.words))
+    surface = sentence.surface
     forms = [form for form, _, _, _ in surface]
     found = None if sentence.text is None else _found_in(sentence.text, forms)
     disagreed = sentence.text is not None and found is None
