@@ -92,6 +92,16 @@ def test_segmenting_writes_and_reads_no_cache_file(tmp_path, planted):
     assert "Dumping model" not in done.stderr and "Loading model" not in done.stderr  # jieba's own log lines
 
 
+def test_the_first_chinese_trace_reserves_the_segmenter(monkeypatch):
+    from attnviz.workbench import traces
+
+    monkeypatch.setattr(trace_module, "_segmenter", None)
+    assert trace_module.han_segmenter_needed(SENTENCE) and not trace_module.han_segmenter_needed("The cat.")
+    trace_module.han_segmenter()
+    assert not trace_module.han_segmenter_needed(SENTENCE)
+    assert traces.HAN_SEGMENTER_BYTES == trace_module.HAN_SEGMENTER_BYTES
+
+
 def test_text_without_han_never_imports_jieba(tmp_path):
     script = ("import sys; from attnviz.trace import split_words; split_words('The cat. カナ'); "
               "print('jieba' in sys.modules)")
