@@ -108,7 +108,7 @@ def tiny_previous_token_model() -> LoadedModel:
     its query the one-hot shifted by one, so q_i . k_j is large iff j = i - 1."""
     config = ModelConfig(
         family="gpt2", vocab_size=259, d_model=WIDTH, n_layers=2, n_heads=2, d_ff=16, causal=True,
-        norm_eps=1e-5, pre_norm=True, activation="gelu_tanh", max_positions=POSITIONS,
+        norm_eps=1e-5, norm_placement="pre", activation="gelu_tanh", max_positions=POSITIONS,
     )
     module = Transformer(config)
     with torch.no_grad():

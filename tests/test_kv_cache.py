@@ -103,7 +103,7 @@ def test_a_wrong_position_is_caught():
     ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
     ids = torch.randint(3, VOCAB, (1, N), generator=torch.Generator().manual_seed(4))
     original = ours.positions
-    ours.positions = lambda input_ids, past=0: original(input_ids, 0)
+    ours.positions = lambda input_ids, past=0, attention_mask=None: original(input_ids, 0)
     with torch.no_grad():
         full = ours(ids)
         logits, _ = _step_by_step(ours, ids, 1)

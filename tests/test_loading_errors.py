@@ -43,8 +43,8 @@ def test_missing_key_and_wrong_shape_are_errors():
 def test_unknown_rope_type_is_a_clear_error():
     config = tf.LlamaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                             intermediate_size=20).to_dict()
-    config["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}
-    with pytest.raises(ValueError, match="rope_type 'yarn' is not implemented"):
+    config["rope_parameters"] = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
+    with pytest.raises(ValueError, match="rope_type 'dynamic' is not implemented"):
         build_module(config, {})
 
 

@@ -10,6 +10,9 @@ included, as Clark et al. do). Definitions:
 - previous / next: a_{i,i-1} averaged over the rows that have a previous token (i >= 1), a_{i,i+1}
   over the rows that have a next one (NaN for a one-token trace); self: a_ii.
 - confidence: the row maximum (Voita et al.).
+- sink_mass: the learned-sink mass, 1 - sum_j a_ij: what a row gives to gpt-oss's learned per-head sink
+  logit (a softmax term with no key) instead of to any token; 0 up to rounding for every other model.
+  Not the first-token share (`first`), which is weight on a real token.
 - positional: the most common argmax offset k = argmax_j a_ij - i covers >= 90% of the rows where
   offset k exists (0 <= i + k < S), and at least two such rows. `positional_offset` and
   `positional_share` are reported for every head; the flag says whether the share passes.
@@ -41,6 +44,7 @@ class HeadProfile:
     next: np.ndarray
     self: np.ndarray
     confidence: np.ndarray
+    sink_mass: np.ndarray
     positional: np.ndarray  # bool
     positional_offset: np.ndarray  # int
     positional_share: np.ndarray
@@ -106,6 +110,7 @@ def _profile(attentions: np.ndarray, special: np.ndarray, punctuation: np.ndarra
         next=following.mean(-1) if n_rows > 1 else nan,
         self=attentions[..., rows, rows].mean(-1),
         confidence=attentions.max(-1).mean(-1),
+        sink_mass=np.clip(1.0 - attentions.sum(-1), 0.0, None).mean(-1),
         positional=flag,
         positional_offset=offset,
         positional_share=share,
@@ -115,6 +120,11 @@ def _profile(attentions: np.ndarray, special: np.ndarray, punctuation: np.ndarra
 def profile_heads(trace: AttentionTrace) -> HeadProfile:
     """The profile of every head of a self-attention trace."""
     return _profile(self_attentions(trace), special_tokens(trace), punctuation_tokens(trace))
+
+
+def has_learned_sinks(trace: AttentionTrace) -> bool:
+    """Whether the model's rows may sum to less than 1 (a layer kind with learned sinks)."""
+    return any("sinks" in kind for kind in trace.metadata.get("layer_kinds", []))
 
 
 def profile_head(trace: AttentionTrace, layer: int, head: int) -> dict[str, float | int | bool]:

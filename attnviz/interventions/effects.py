@@ -24,7 +24,6 @@ import torch
 
 from attnviz.loaded.model import LoadedModel
 from attnviz.transformer.record import Recorder
-from attnviz.transformer.rope import rotary_cos_sin
 
 TOP_K = 5
 # What one batch of an importance scan may hold in transient activations (bytes); the app reserves this
@@ -301,7 +300,7 @@ def _measure(model: LoadedModel, text: str, quantity: str, continuation: str | N
 class _Stack:
     """One unpadded text's forward pass, split by layer: the plain run's residual stream entering each
     layer, kept so that a batch ablating heads of layer l runs only layers l.. . The steps are
-    Transformer.forward's (positions, embeddings, keep-mask, rotary, blocks, final norm) without a cache
+    Transformer.forward's (positions, embeddings, layer inputs, blocks, finish) without a cache
     or recording; tests check each scan row against the whole forward pass with the same mask."""
 
     @torch.inference_mode()
@@ -310,14 +309,11 @@ class _Stack:
         tensor = torch.tensor([ids], dtype=torch.long, device=model.info.device)
         positions = module.positions(tensor)
         x = module.embed(tensor, torch.zeros_like(tensor), positions)
-        self.mask = module._keep_mask(tensor, None)
-        self.rotary = None
-        if module.config.rope_theta is not None:
-            self.rotary = rotary_cos_sin(module.inv_freq, positions, x.dtype)
+        self.layer_inputs = module.layer_inputs(tensor, None, 0, positions)  # each layer's mask, rotary, bias
         self.inputs = []  # the residual stream entering each layer, [1, T, C]
-        for block in module.blocks:
+        for block, (mask, rotary, bias) in zip(module.blocks, self.layer_inputs):
             self.inputs.append(x)
-            x, _ = block(x, self.mask, self.rotary)
+            x, _ = block(x, mask, rotary, bias=bias)
 
     @torch.inference_mode()
     def run_from(self, first: int, keep: torch.Tensor) -> torch.Tensor:
@@ -327,8 +323,9 @@ class _Stack:
         keep = keep.to(device=weight.device, dtype=weight.dtype)
         x = self.inputs[first].expand(keep.shape[1], -1, -1)
         for index in range(first, len(self.module.blocks)):
-            x, _ = self.module.blocks[index](x, self.mask, self.rotary, keep[index - first])
-        return self.module.final_norm(x) if self.module.final_norm is not None else x
+            mask, rotary, bias = self.layer_inputs[index]
+            x, _ = self.module.blocks[index](x, mask, rotary, keep[index - first], bias=bias)
+        return self.module.finish(x)
 
 
 # --- forward passes --------------------------------------------------------------------------------------
@@ -348,7 +345,7 @@ def _hidden(model: LoadedModel, ids: list[int], head_mask: torch.Tensor | None, 
 @torch.inference_mode()
 def _continuation_from(model, hidden, ids, first) -> torch.Tensor:
     """float32 [B, N] on the CPU: log P(ids[t] | ids[:t]) for t = first .. len(ids) - 1."""
-    logits = model.module.lm_head(hidden[:, first - 1 : len(ids) - 1])  # B, N, V
+    logits = model.module.unembed(hidden[:, first - 1 : len(ids) - 1])  # B, N, V
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     targets = torch.tensor(ids[first:], device=logprobs.device).expand(hidden.shape[0], -1)
     return logprobs.gather(-1, targets[..., None])[..., 0].cpu()
@@ -357,7 +354,7 @@ def _continuation_from(model, hidden, ids, first) -> torch.Tensor:
 @torch.inference_mode()
 def _last_from(model, hidden) -> torch.Tensor:
     """float32 [B, V] on the CPU: the next-token log-probabilities after the last token."""
-    return torch.log_softmax(model.module.lm_head(hidden[:, -1]).float(), dim=-1).cpu()
+    return torch.log_softmax(model.module.unembed(hidden[:, -1]).float(), dim=-1).cpu()
 
 
 @torch.inference_mode()

@@ -193,7 +193,7 @@ def continuation_batch(model, rows: list[tuple[list[int], int]], head_mask=None)
                            head_mask=mask, with_logits=False, record=Recorder())
         rows_index = torch.tensor(batch, device=device)
         hidden = out.hidden[rows_index, torch.tensor(position, device=device)]  # N, C
-        logprobs = torch.log_softmax(model.module.lm_head(hidden).float(), dim=-1)  # N, V
+        logprobs = torch.log_softmax(model.module.unembed(hidden).float(), dim=-1)  # N, V
         picked = logprobs.gather(-1, torch.tensor(target, device=device)[:, None])[:, 0].double()  # N
         sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, rows_index, picked)
     return sums.cpu().numpy()

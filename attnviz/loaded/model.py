@@ -123,9 +123,10 @@ class LoadedModel:
         if self.module.lm_head is None:
             raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
         weight = self.module.lm_head.weight
-        # A copy: the app's traces are shared read-only arrays, which torch will not wrap.
-        hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
-        probs = torch.softmax(self.module.lm_head(hidden).float(), dim=-1)  # V
+        # A copy: the app's traces are shared read-only arrays, which torch will not wrap. The input device is
+        # the model's (info.device): in a split model the weight itself may be offloaded (on "meta").
+        hidden = torch.tensor(trace.hidden[position], device=self.info.device, dtype=weight.dtype)
+        probs = torch.softmax(self.module.unembed(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
         ids = top.indices.tolist()
         texts = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
@@ -160,6 +161,10 @@ class LoadedModel:
             tensors = {name: out.attentions[layer, 0] if name == "attentions" else recorder.layers[layer][name][0]
                        for name in names}
         return {name: tensor.float().cpu().numpy() for name, tensor in tensors.items()}
+
+    def score_setup(self, layer: int, head: int) -> dict:
+        """How a head turns q.k into a score (Transformer.score_setup), for the query-key view."""
+        return self.module.score_setup(layer, head)
 
     @torch.inference_mode()
     def forward_encodings(self, encodings, with_logits: bool = True, record: Recorder | None = None) -> ForwardOutput:
@@ -226,6 +231,7 @@ class LoadedModel:
             word_spans=word_spans,
             word_sequence=word_sequence,
             special_mask=special,
-            metadata={"model": self.info.name, "causal": self.config.causal},
+            metadata={"model": self.info.name, "causal": self.config.causal,
+                      "layer_kinds": [self.config.layer_kind(layer) for layer in range(self.config.n_layers)]},
             hidden=hidden.float().cpu().numpy(),
         )

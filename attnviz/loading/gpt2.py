@@ -26,7 +26,7 @@ def gpt2_config(hf: dict) -> ModelConfig:
         d_ff=hf.get("n_inner") or 4 * d_model,
         causal=True,
         norm_eps=hf.get("layer_norm_epsilon", 1e-5),
-        pre_norm=True,
+        norm_placement="pre",
         activation=activation(hf.get("activation_function", "gelu_new")),
         max_positions=hf["n_positions"],
         lm_head=True,

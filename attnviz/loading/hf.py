@@ -60,6 +60,15 @@ def read_config(source: str | Path) -> dict:
         raise OSError(f"could not read the config of {str(source)!r} ({error})".split("\n")[0]) from error
 
 
+def default_config(model_type: str) -> dict:
+    """transformers' default config of a model type, as a dict: the sizes of the reference checkpoint its
+    docstring names (Gemma2Config: gemma-2-9b's layer pattern, window and caps). No file is read."""
+    import_transformers()
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type).to_dict()
+
+
 def locate(source: str, progress=None, from_hub: bool = False) -> Path:
     """The local folder or .gguf file holding `source`: a path as given, or a hub id downloaded first
     (safetensors only). With `from_hub`, `source` is a hub id even where a folder of that name exists."""

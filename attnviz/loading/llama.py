@@ -28,7 +28,7 @@ def llama_config(hf: dict) -> ModelConfig:
         causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-6),
-        pre_norm=True,
+        norm_placement="pre",
         gated_mlp=True,
         activation="silu",
         max_positions=None,

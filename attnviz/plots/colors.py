@@ -36,6 +36,7 @@ IN_COLOR = "#009e73"  # Okabe-Ito bluish green: a focused token's incoming lines
 GROUP_COLORS = ["#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#999999"]
 # The query-key view's positive and negative parts.
 POSITIVE_COLOR, NEGATIVE_COLOR = "#0072b2", "#d55e00"  # Okabe-Ito blue and vermillion: apart for every eye
+BIAS_COLOR = "#009e73"  # Okabe-Ito bluish green: a score's position term (ALiBi), beside the two
 
 # Blue for A > B, red for A < B, white at 0 (ColorBrewer RdBu, reversed so blue is positive; colour-blind safe).
 DIFFERENCE_COLORS = [[0.0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1.0, "#2166ac"]]

@@ -55,6 +55,7 @@ def model_view(
     colorscale: str | list = "default",
     scale: str = "linear",
     text: PlotText = ENGLISH,
+    layer_kinds: list[str] | None = None,
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
@@ -64,7 +65,9 @@ def model_view(
     absolute scale, not per-tile maxima, so colours compare across heads and the hover can print the
     weight. `scale` ("linear", "power", "log") bends the colour scale, not z, so the hover stays exact.
     `kv_group` (len H, the KV head each query head reads) orders heads by group and marks groups with
-    bands; `highlight` outlines (layer, head) tiles. `layout.meta` records pooling and the encoding.
+    bands; `highlight` outlines (layer, head) tiles. `layer_kinds` (one per layer, `ModelConfig.layer_kind`:
+    "full", "sliding 512", "full, NoPE", ...) label each layer's row and colour a strip beside it, drawn
+    when the layers do not all attend in full. `layout.meta` records pooling and the encoding.
     `text` gives the visible words; the axis categories stay English ("L0 from 3:the", "mean to 2:a").
     """
     a = np.asarray(attentions)
@@ -88,6 +91,11 @@ def model_view(
     y = _axis_labels(layer_names, pooled_labels(row_labels, max_cells), t, "from")
     x = _axis_labels(head_names, pooled_labels(col_labels, max_cells), s, "to")
     layer_ticktext, head_ticktext = layer_names[:-1] + [text.mean], head_names[:-1] + [text.mean]
+    strip = layer_kinds is not None and any(kind != "full" for kind in layer_kinds)
+    if layer_kinds is not None and len(layer_kinds) != n_layers:
+        raise ValueError(f"{len(layer_kinds)} layer kinds for {n_layers} layers")
+    if strip:
+        layer_ticktext = [f"{name} · {kind}" for name, kind in zip(layer_names, layer_kinds)] + [text.mean]
 
     top = resolve_colorscale(colorscale)
     if isinstance(top, str):
@@ -117,6 +125,12 @@ def model_view(
                                 ysizemode="pixel", yanchor=1))
             annotations.append({"x": (x0 + x1) / 2, "y": 1, "xref": "x", "yref": "paper", "yshift": 28,
                                 "text": f"kv{g}", "showarrow": False, "font": {"size": 12, "color": "#222"}})
+    if strip:  # a pixel-wide band left of each layer's row, one colour per kind of attention
+        palette = {kind: GROUP_COLORS[k % len(GROUP_COLORS)] for k, kind in enumerate(dict.fromkeys(layer_kinds))}
+        for layer, kind in enumerate(layer_kinds):
+            row = layer * (t + 1)
+            shapes.append(rect(-10, -4, row - 0.5, row + t - 0.5, xref="paper", xsizemode="pixel", xanchor=0,
+                               fillcolor=palette[kind], line={"width": 0}, name=f"kind L{layer}: {kind}"))
     for layer, head in highlight or []:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(f"highlight ({layer}, {head}) outside {n_layers} layers x {n_heads} heads")
@@ -146,12 +160,13 @@ def model_view(
     fig.update_layout(
         shapes=shapes, annotations=annotations,
         height=int(min(2400, max(320, cell * len(y) + 140))),
-        margin={"t": 70 if mark_groups else 40, "l": 60, "r": 20, "b": 50},
+        margin={"t": 70 if mark_groups else 40, "l": 60 + 7 * max(map(len, layer_ticktext)) * strip,
+                "r": 20, "b": 50},
         # Fixed ranges: the pick points' markers would otherwise pad the autorange with empty space.
         xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_ticktext, "showgrid": False,
                "range": [-0.5, len(x) - 0.5]},
         yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_ticktext, "showgrid": False,
-               "range": [len(y) - 0.5, -0.5], **yaxis_scale},
+               "range": [len(y) - 0.5, -0.5], "ticklabelstandoff": 12 if strip else 0, **yaxis_scale},
         meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],
               "head_order": order, "z_levels": MOSAIC_LEVELS, "gap_value": MOSAIC_GAP, "scale": scale},
     )

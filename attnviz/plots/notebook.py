@@ -51,7 +51,8 @@ def mosaic_figure(
     view = attention_view(trace, level, hide_special)
     kv_group = trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None
     return model_view(view.attentions, kv_group=kv_group, highlight=list(highlight or []), scale=scale,
-                      row_labels=view.labels, col_labels=view.labels, colorscale=palette, text=text)
+                      row_labels=view.labels, col_labels=view.labels, colorscale=palette, text=text,
+                      layer_kinds=trace.metadata.get("layer_kinds"))
 
 
 def head_figure(

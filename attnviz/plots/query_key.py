@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.plots.colors import NEGATIVE_COLOR, POSITIVE_COLOR
+from attnviz.plots.colors import BIAS_COLOR, NEGATIVE_COLOR, POSITIVE_COLOR
 from attnviz.plots.text import escape_label, token_axis
 
 
@@ -18,19 +18,24 @@ def query_key_bars(
     key_labels: list[str],
     positions: list[int],
     words: dict[str, str] | None = None,
+    bias: np.ndarray | None = None,
 ) -> go.Figure:
     """Per key: the positive and the negative parts of its pre-softmax score (sum of q[d] k[d] / sqrt(D)
     over the dimensions where the product is positive / negative) as bars from zero, the score itself as
     a marker, and the attention weight in the hover. `positions` are the keys' token indices (unique
     categories); `words` overrides the English names of the series ("positive", "negative", "score",
-    "weight", "key")."""
+    "weight", "key", "bias"). `bias`, where the model adds a position term to the score (ALiBi), is a
+    third bar stacked on the two, so the bars still add up to the score (before any soft-cap)."""
     w = {"positive": "positive q·k", "negative": "negative q·k", "score": "score", "weight": "weight",
-         "key": "key"} | (words or {})
+         "key": "key", "bias": "position term"} | (words or {})
     x = [f"{p}:{escape_label(label)}" for p, label in zip(positions, key_labels)]
     weights = np.asarray(probabilities, dtype=np.float32)
     hover = f"%{{x}}<br>%{{y:.3f}}<br>{escape_label(w['weight'])} %{{customdata:.4f}}<extra>%{{fullData.name}}</extra>"
     fig = go.Figure()
-    for name, values, color in (("positive", positive, POSITIVE_COLOR), ("negative", negative, NEGATIVE_COLOR)):
+    series = [("positive", positive, POSITIVE_COLOR), ("negative", negative, NEGATIVE_COLOR)]
+    if bias is not None:
+        series.append(("bias", bias, BIAS_COLOR))
+    for name, values, color in series:
         fig.add_trace(go.Bar(x=x, y=np.asarray(values, np.float32), name=escape_label(w[name]),
                              marker_color=color, customdata=weights, hovertemplate=hover))
     fig.add_trace(go.Scatter(x=x, y=np.asarray(scores, np.float32), name=escape_label(w["score"]), mode="markers",

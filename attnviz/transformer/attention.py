@@ -4,7 +4,8 @@
 
 Shape legend: B batch, H query heads, K key/value heads, T query positions, S key positions,
 D head dim, C model width (d_model). Query head h reads KV head g(h) = h // (H // K), the order of
-HF's `repeat_kv`, so K = H is MHA, K = 1 is MQA and anything between is GQA.
+HF's `repeat_kv`, so K = H is MHA, K = 1 is MQA and anything between is GQA. The kernel reads each
+shared KV head once for its group of query heads (a grouped matmul), without repeating it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from attnviz.transformer.layers import make_norm
 from attnviz.transformer.masks import additive
 from attnviz.transformer.rope import apply_rotary
 
@@ -24,30 +26,55 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None):
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bias=None, softcap=None, sinks=None):
     """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
 
-    `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). The softmax runs in
-    float32 and is cast back, as HF's eager attention does. `record` (a `LayerRecord`, optional) keeps
-    the scores if asked and gives the buffer the probabilities are written into.
+        scores = scale * q.k (+ bias);  scores = cap * tanh(scores / cap) if softcap;  + mask;  softmax
+
+    q [B, H, T, D]; k, v [B, K, S, D] with K dividing H: query head h reads KV head h // (H / K). For
+    GQA and MQA (K < H) the n_rep = H / K query heads of a group are stacked into one [n_rep * T, D]
+    matrix per KV head and multiplied with that head's keys, and the probabilities with its values, in
+    one batched matmul each: no [B, H, S, D] copy of the keys and values (`repeat_kv`, HF eager's way),
+    whose memory traffic made GQA as slow as MHA; the result differs from HF eager only by rounding.
+    `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). `bias` is an additive score
+    term broadcastable to [B, H, T, S] (ALiBi's slopes, T5's position buckets). `sinks` [H] are learned
+    logits that join each row's softmax denominator and are dropped after it (gpt-oss), so a row of
+    probabilities then sums to less than 1. The softmax runs in float32 and is cast back, as HF's eager
+    attention does. `record` (a `LayerRecord`, optional) keeps the scores if asked and gives the buffer
+    the probabilities are written into.
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    b, h, t, d = q.shape
+    groups = k.shape[1]
     # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
     # the result is bit-identical to scaling the scores.
-    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # B, H, T, S
+    grouped_q = (q * scale).reshape(b, groups, (h // groups) * t, d)  # B, K, n_rep*T, D
+    scores = torch.matmul(grouped_q, k.transpose(-2, -1)).view(b, h, t, -1)  # B, H, T, S
+    if bias is not None:
+        scores = scores + bias
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores + additive(mask, scores.dtype)
     probs_out = None
     if record is not None:
         record.keep("scores", scores)
         probs_out = record.probabilities_buffer(scores)
-    if probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
+    if sinks is not None:
+        column = sinks.to(scores.dtype).reshape(1, h, 1, 1).expand(b, h, t, 1)
+        combined = torch.cat((scores, column), dim=-1)  # B, H, T, S + 1
+        combined = combined - combined.amax(dim=-1, keepdim=True)  # as HF: no overflow in bf16
+        probs = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1].to(q.dtype)
+        if probs_out is not None:
+            probs = probs_out.copy_(probs)
+    elif probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
         probs = torch.softmax(scores, dim=-1, out=probs_out)  # B, H, T, S
     else:
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
         if probs_out is not None:
             probs = probs_out.copy_(probs)
-    return torch.matmul(probs, v), probs  # B, H, T, D
+    context = torch.matmul(probs.reshape(b, groups, -1, probs.shape[-1]), v)  # B, K, n_rep*T, D
+    return context.view(b, h, t, d), probs  # B, H, T, D
 
 
 class MultiHeadAttention(nn.Module):
@@ -65,7 +92,18 @@ class MultiHeadAttention(nn.Module):
         head_dim: int | None = None,
         qkv_bias: bool = True,
         out_bias: bool = True,
+        *,
+        scale: float | None = None,
+        softcap: float | None = None,
+        qk_norm: str | None = None,
+        norm: str = "rmsnorm",
+        norm_eps: float = 1e-6,
+        sinks: bool = False,
     ) -> None:
+        """scale: of q.k (default 1/sqrt(head_dim)); softcap: Gemma 2's cap * tanh(s / cap) on the scores;
+        qk_norm "head" (a `norm` over each head's D: Qwen3, Gemma 3, Phi) or "projection" (over all heads'
+        H*D: OLMo 2) on queries and keys before rotary; sinks: one learned logit per head in the softmax's
+        denominator (gpt-oss)."""
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_kv_heads < 1 or n_heads % n_kv_heads:
@@ -79,23 +117,30 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
+        self.scale, self.softcap, self.qk_norm = scale, softcap, qk_norm
+        self.q_norm = self.k_norm = None
+        if qk_norm is not None:
+            width = head_dim if qk_norm == "head" else None
+            self.q_norm = make_norm(norm, width or n_heads * head_dim, norm_eps)
+            self.k_norm = make_norm(norm, width or n_kv_heads * head_dim, norm_eps)
+        self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
 
     @property
     def kv_group(self) -> list[int]:
         """The KV head each query head reads."""
         return [h // (self.n_heads // self.n_kv_heads) for h in range(self.n_heads)]
 
-    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None):
+    def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None, bias=None):
         """x [B, T, C]; kv [B, S, C] for cross-attention (default: x); mask: keep-mask for [B, H, T, S];
         rotary: (cos, sin) [B, T, D] (self-attention); head_mask [H], or [B, H] for one mask per batch row
         (an importance scan switches a different head off in each row): 1 keeps a head's output, 0 zeroes it;
         record: a `LayerRecord` (attnviz.transformer.record) that keeps what the caller asked for;
         cache: a `LayerCache` (attnviz.transformer.kv_cache). Self-attention appends this call's keys and values
         to it and attends over all of them; cross-attention (kv given) fills it on the first call and
-        reuses it after, without projecting kv again.
+        reuses it after, without projecting kv again. bias: an additive score term for [B, H, T, S].
         Returns (out [B, T, C], attn [B, H, T, S])."""
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # B, H, T, D
+        q = self._normed(self.q_proj(x), self.q_norm, self.n_heads)  # B, H, T, D
         if cache is not None and kv is not None and cache.length:
             k, v = cache.keys, cache.values  # cross-attention: the encoder's, projected once
         else:
@@ -106,14 +151,14 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)
         if rotary is not None:
             q = apply_rotary(q, *rotary)
-        n_rep = self.n_heads // self.n_kv_heads
         if record is not None:
             record.keep("queries", q)
             record.keep("keys", k)
             record.keep("values", v)
             if record.wants("value_norms"):
                 record.keep("value_norms", self.value_norms(v))
-        context, attn = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, record=record)
+        context, attn = scaled_dot_product_attention(
+            q, k, v, mask, self.scale, record, bias, self.softcap, self.sinks)
         if head_mask is not None:
             keep = head_mask.to(context.dtype)
             keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]  # B or 1, H, 1, 1
@@ -126,9 +171,20 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, kv):
         """kv [B, S, C] -> keys and values [B, K, S, D] (before rotary)."""
         b, s, _ = kv.shape
-        k = self.k_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
+        k = self._normed(self.k_proj(kv), self.k_norm, self.n_kv_heads)  # B, K, S, D
         v = self.v_proj(kv).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # B, K, S, D
         return k, v
+
+    def _normed(self, projected, norm, heads):
+        """A projection [B, T, heads * D] -> [B, heads, T, D], through the q/k norm where the model has one:
+        over the whole projection (OLMo 2) before the split into heads, or over each head (Qwen3) after."""
+        b, t, _ = projected.shape
+        if norm is not None and self.qk_norm == "projection":
+            projected = norm(projected)
+        x = projected.view(b, t, heads, self.head_dim)
+        if norm is not None and self.qk_norm == "head":
+            x = norm(x)
+        return x.transpose(1, 2)
 
     def value_norms(self, v):
         """||f_h(x_j)|| [B, H, S] from values v [B, K, S, D]: each value vector mapped through its head's

@@ -1,4 +1,10 @@
-"""Transformer blocks: post-norm (BERT family) and pre-norm (GPT-2, Llama family).
+"""Transformer blocks: where the norms sit and how the two sublayers share the residual.
+
+    post      x = norm1(x + attn(x));          x = norm2(x + mlp(x))          BERT, OPT-350m
+    pre       x = x + attn(norm1(x));          x = x + mlp(norm2(x))          GPT-2, Llama
+    sandwich  x = x + post1(attn(norm1(x)));   x = x + post2(mlp(norm2(x)))   Gemma 2/3
+    after     x = x + post1(attn(x));          x = x + post2(mlp(x))          OLMo 2
+    parallel  x = x + attn(norm1(x)) + mlp(norm2(x))   (one shared norm: Phi) GPT-NeoX
 
 Shape legend: B batch, T positions, C model width, H heads, S key positions.
 """
@@ -9,36 +15,56 @@ from torch import nn
 
 from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.config import ModelConfig
-from attnviz.transformer.layers import MLP, GatedMLP, make_norm
+from attnviz.transformer.layers import MLP, GatedMLP, MixtureOfExperts, make_norm
+
+
+def make_mlp(config: ModelConfig) -> nn.Module:
+    c = config
+    if c.n_experts is not None:
+        return MixtureOfExperts(c.d_model, c.d_ff, c.n_experts, c.experts_per_token, c.activation, c.router,
+                                c.expert_glu, c.glu_limit, bias=c.mlp_bias)
+    mlp = GatedMLP if c.gated_mlp else MLP
+    return mlp(c.d_model, c.d_ff, c.activation, bias=c.mlp_bias)
 
 
 class Block(nn.Module):
-    """Attention and MLP, each with a residual; norms after (post-norm) or before (pre-norm) them."""
+    """Attention and MLP, each with a residual, with norms placed as `config.norm_placement` says."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.pre_norm = config.pre_norm
+        c = config
+        self.placement, self.residual = c.norm_placement, c.residual
+        self.pre_norm = c.pre_norm
         self.attn = MultiHeadAttention(
-            config.d_model,
-            config.n_heads,
-            config.n_kv_heads,
-            config.head_dim,
-            qkv_bias=config.qkv_bias,
-            out_bias=config.out_bias,
+            c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, qkv_bias=c.qkv_bias, out_bias=c.out_bias,
+            scale=c.attn_scale, softcap=c.attn_softcap, qk_norm=c.qk_norm, norm=c.norm, norm_eps=c.norm_eps,
+            sinks=c.attn_sinks,
         )
-        self.attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
-        mlp = GatedMLP if config.gated_mlp else MLP
-        self.mlp = mlp(config.d_model, config.d_ff, config.activation, bias=config.mlp_bias)
-        self.mlp_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.mlp = make_mlp(c)
+        # attn_norm/mlp_norm: the norms before (pre, sandwich, parallel) or after (post) each sublayer's
+        # residual; attn_post_norm/mlp_post_norm: on each sublayer's output (sandwich, after).
+        self.attn_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.norm_placement != "after" else None
+        shared = c.residual == "parallel_shared"
+        self.mlp_norm = (make_norm(c.norm, c.d_model, c.norm_eps)
+                         if c.norm_placement != "after" and not shared else None)
+        posts = c.norm_placement in ("sandwich", "after")
+        self.attn_post_norm = make_norm(c.norm, c.d_model, c.norm_eps) if posts else None
+        self.mlp_post_norm = make_norm(c.norm, c.d_model, c.norm_eps) if posts else None
 
-    def forward(self, x, mask=None, rotary=None, head_mask=None, record=None, cache=None):
-        """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S]); record and cache as in MultiHeadAttention."""
-        kwargs = {"rotary": rotary, "head_mask": head_mask, "record": record, "cache": cache}
-        if self.pre_norm:  # GPT-2, Llama: x + f(norm(x))
-            out, attn = self.attn(self.attn_norm(x), mask, **kwargs)
-            x = x + out
-            return x + self.mlp(self.mlp_norm(x)), attn
-        # BERT: norm(x + f(x)), "Attention Is All You Need" order
-        out, attn = self.attn(x, mask, **kwargs)
-        x = self.attn_norm(x + out)
-        return self.mlp_norm(x + self.mlp(x)), attn
+    def forward(self, x, mask=None, rotary=None, head_mask=None, record=None, cache=None, bias=None):
+        """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S]); record and cache as in MultiHeadAttention,
+        bias an additive score term (ALiBi)."""
+        kwargs = {"rotary": rotary, "head_mask": head_mask, "record": record, "cache": cache, "bias": bias}
+        if self.residual != "sequential":  # GPT-NeoX, Phi: both sublayers read the same x
+            h = self.attn_norm(x)
+            out, attn = self.attn(h, mask, **kwargs)
+            mlp_in = h if self.mlp_norm is None else self.mlp_norm(x)
+            return x + out + self.mlp(mlp_in), attn
+        if self.placement == "post":  # BERT: norm(x + f(x)), "Attention Is All You Need" order
+            out, attn = self.attn(x, mask, **kwargs)
+            x = self.attn_norm(x + out)
+            return self.mlp_norm(x + self.mlp(x)), attn
+        out, attn = self.attn(x if self.attn_norm is None else self.attn_norm(x), mask, **kwargs)
+        x = x + (out if self.attn_post_norm is None else self.attn_post_norm(out))
+        out = self.mlp(x if self.mlp_norm is None else self.mlp_norm(x))
+        return x + (out if self.mlp_post_norm is None else self.mlp_post_norm(out)), attn

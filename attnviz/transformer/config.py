@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Family = Literal["bert", "roberta", "distilbert", "gpt2", "llama"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
+# Where a block's norms sit: "post" norm(x + f(x)) (BERT, OPT-350m); "pre" x + f(norm(x)) (GPT-2, Llama);
+# "sandwich" x + norm2(f(norm1(x))) (Gemma 2/3); "after" x + norm(f(x)) (OLMo 2).
+NormPlacement = Literal["post", "pre", "sandwich", "after"]
+# How attention and MLP share the residual: one after the other, or side by side on the same input with
+# two norms (GPT-NeoX) or one shared norm (Phi).
+Residual = Literal["sequential", "parallel", "parallel_shared"]
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    family: Family
+    family: str  # the converter's name for the architecture (loading.registry's model types)
     vocab_size: int
     d_model: int
     n_layers: int
@@ -20,9 +25,11 @@ class ModelConfig:
     n_kv_heads: int | None = None  # None: one KV head per query head (MHA)
     head_dim: int | None = None  # None: d_model // n_heads
     causal: bool = False
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm: Literal["layernorm", "rmsnorm", "gemma_rmsnorm"] = "layernorm"  # gemma_rmsnorm scales by (1 + w)
     norm_eps: float = 1e-12
-    pre_norm: bool = False  # False: post-norm (BERT); True: pre-norm with a final norm (GPT-2, Llama)
+    norm_placement: NormPlacement = "post"
+    residual: Residual = "sequential"
+    final_norm: bool | None = None  # a norm after the last block; None: every placement but "post" has one
     gated_mlp: bool = False  # Llama's down(act(gate(x)) * up(x))
     activation: Activation = "gelu"
     max_positions: int | None = 512  # learned absolute positions; None with RoPE
@@ -40,7 +47,30 @@ class ModelConfig:
     # A masked-LM head (BERT's cls.predictions, RoBERTa's lm_head) and the activation of its transform;
     # None: the checkpoint has none (sentence-embedding and fine-tuned encoders).
     mlm_head: Activation | None = None
-    sliding_window: int | None = None  # Mistral-style local attention window
+    sliding_window: int | None = None  # Mistral-style local attention window (every layer, unless layer_windows)
+    # --- per-layer attention: what differs between layers (Gemma 2/3, GPT-Neo, gpt-oss, SmolLM3) ---
+    layer_windows: tuple[int | None, ...] | None = None  # each layer's window (None: full); None: sliding_window
+    nope_layers: tuple[int, ...] = ()  # layers without rotary (SmolLM3's NoPE layers)
+    local_rope_theta: float | None = None  # rotary base of windowed layers (Gemma 3), default rope there
+    # --- the score: softmax(scale * q.k + bias) with optional extras ---
+    attn_scale: float | None = None  # None: 1/sqrt(head_dim); GPT-Neo 1.0; Gemma 2 query_pre_attn_scalar^-1/2
+    attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
+    qk_norm: Literal["head", "projection"] | None = None  # norm q and k per head (Qwen3, Gemma 3) or whole (OLMo 2)
+    attn_sinks: bool = False  # gpt-oss: a learned logit per head joins each row's softmax denominator
+    alibi: bool = False  # BLOOM: a per-head linear bias on the key position instead of position embeddings
+    rotary_dim: int | None = None  # rotate only the first rotary_dim dims of each head (Pythia, Phi); None: all
+    # --- embeddings and unembedding ---
+    embed_scale: float | None = None  # Gemma: token embeddings times sqrt(d_model)
+    embed_proj_dim: int | None = None  # OPT-350m: embeddings of this width, projected in and out of d_model
+    positions_from_mask: bool = False  # OPT: position = (number of real tokens so far) - 1, + position_offset
+    lm_head_bias: bool = False  # Phi
+    final_softcap: float | None = None  # Gemma 2: logits -> cap * tanh(logits / cap)
+    # --- mixture of experts (Mixtral, gpt-oss) ---
+    n_experts: int | None = None  # None: a dense MLP
+    experts_per_token: int = 2
+    router: Literal["softmax_topk", "topk_softmax"] = "softmax_topk"  # Mixtral / gpt-oss order
+    expert_glu: Literal["gated", "clamped_swiglu"] = "gated"  # clamped_swiglu: gpt-oss (alpha 1.702, limit)
+    glu_limit: float | None = None
 
     def __post_init__(self) -> None:
         bad = {
@@ -56,8 +86,46 @@ class ModelConfig:
             )
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.rope_theta is None and self.max_positions is None:
-            raise ValueError("a model needs positions: set rope_theta or max_positions")
+        if self.rope_theta is None and self.max_positions is None and not self.alibi:
+            raise ValueError("a model needs positions: set rope_theta, max_positions or alibi")
+        if self.layer_windows is not None and len(self.layer_windows) != self.n_layers:
+            raise ValueError(f"layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers")
+
+    @property
+    def pre_norm(self) -> bool:
+        """Norms before each sublayer (and a final norm): every placement but BERT's post-norm."""
+        return self.norm_placement in ("pre", "sandwich")
+
+    @property
+    def has_final_norm(self) -> bool:
+        return self.norm_placement != "post" if self.final_norm is None else self.final_norm
+
+    def window(self, layer: int) -> int | None:
+        """Layer `layer`'s attention window (keys within `window` positions of the query), or None: full."""
+        return self.sliding_window if self.layer_windows is None else self.layer_windows[layer]
+
+    def rope_at(self, layer: int) -> tuple[float, dict | None] | None:
+        """(theta, scaling) of layer `layer`'s rotary embedding, or None for a layer without rotary."""
+        if self.rope_theta is None or layer in self.nope_layers:
+            return None
+        if self.local_rope_theta is not None and self.window(layer) is not None:
+            return self.local_rope_theta, None
+        return self.rope_theta, self.rope_scaling
+
+    def layer_kind(self, layer: int) -> str:
+        """A short name of how layer `layer` attends, for the mosaic's strip and the Learn page:
+        'full', 'sliding 512', 'NoPE', 'ALiBi', with ', soft-capped' and ', sinks' when they apply."""
+        window = self.window(layer)
+        kind = "full" if window is None else f"{'sliding' if self.causal else 'local'} {window}"
+        if self.alibi:
+            kind += ", ALiBi"
+        elif self.rope_theta is not None and layer in self.nope_layers:
+            kind += ", NoPE"
+        if self.attn_softcap is not None:
+            kind += ", soft-capped"
+        if self.attn_sinks:
+            kind += ", sinks"
+        return kind
 
     @property
     def kv_heads(self) -> int:

@@ -21,6 +21,13 @@ def causal_mask(t: int, s: int | None = None, window: int | None = None, device=
     return keep
 
 
+def band_mask(t: int, half: int, device=None) -> torch.Tensor:
+    """Keep-mask [T, T] of a bidirectional local window: query i sees keys j with |i - j| <= half
+    (ModernBERT's local layers, half = local_attention // 2)."""
+    position = torch.arange(t, device=device)
+    return (position[:, None] - position[None, :]).abs() <= half
+
+
 def padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """HF's [B, S] 1/0 padding mask as a keep-mask broadcastable to (B, H, T, S)."""
     return attention_mask.bool()[:, None, None, :]

@@ -10,6 +10,7 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis import export, pair_filter, profile_head
+from attnviz.analysis.profile import has_learned_sinks
 from attnviz.analysis.views import token_labels, visible_token, word_runs
 from attnviz.ui import ablation
 from attnviz.ui import lenses as lens_ui
@@ -197,10 +198,13 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
         lambda: lens_ui.mosaic_columns(plots.model_view(
             view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
             highlight=highlight, scale=scale, row_labels=view.labels, col_labels=view.labels, colorscale=palette,
-            text=text), view_key[5]),
+            text=text, layer_kinds=trace.metadata.get("layer_kinds")), view_key[5]),
         work_bytes=4 * view.attentions.nbytes,
     )
     lens_ui.peak_note(view_key)
+    if has_learned_sinks(trace):  # rows sum to less than 1: say where the rest went, not renormalise
+        rows = trace.attentions.sum(-1)  # L, H, T
+        st.caption(t("sink_mass_line", mean=f"{float(1 - rows.mean()):.3f}", most=f"{float(1 - rows.min()):.3f}"))
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
         st.info(t("pooled", cells=meta["tile"][0]))
@@ -334,6 +338,7 @@ def head_profile(trace, layer: int, head: int, detectors: dict | None = None) ->
         t("profile_self"): round(stats["self"], 3),
         t("profile_punctuation"): round(stats["punctuation"], 3),
         t("profile_positional"): positional,
+        **({t("profile_sink_mass"): round(stats["sink_mass"], 3)} if has_learned_sinks(trace) else {}),
         **{t(f"detector_{name}"): round(float(grid[layer, head]), 3) for name, grid in (detectors or {}).items()},
     }], hide_index=True)
 

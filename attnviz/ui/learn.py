@@ -48,6 +48,16 @@ SENTENCE_CHARS, SENTENCE_TOKENS = 300, 128
 DEFAULT_SENTENCE = "The keys to the cabinet are on the table."
 
 
+def attention_kinds() -> None:
+    """Beyond MHA/GQA/MQA: how the families attnviz runs change where a head may look and what it scores."""
+    st.subheader(t("learn_kinds"))
+    st.markdown(t("learn_kinds_text"))
+    rows = [{t("learn_col_family"): row.family, "model_type": row.model_type, t("learn_col_layers"): row.layers,
+             t("learn_col_extras"): row.extras} for row in lessons.attention_kinds(workbench())]
+    st.dataframe(rows, hide_index=True)
+    st.caption(t("learn_kinds_caption"))
+
+
 def render() -> None:
     model, source = sidebar()
     st.title(t("learn_title"))
@@ -55,6 +65,7 @@ def render() -> None:
     d_model, n_heads, n_kv_heads = variants()
     n_tokens = measured(d_model, n_heads, n_kv_heads)
     named_models()
+    attention_kinds()
     original(model)
     text, groups = kv_sections(model, source)
     with st.expander(t("learn_code")):

@@ -122,10 +122,17 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
         except OverBudget as error:
             st.error(over_budget_message(error))
             return
-        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, causal=info.causal)
-        config = shelf.model_for(workbench(), source).config
+        model = shelf.model_for(workbench(), source)
+        setup = model.score_setup(layer, head)  # scale, window, soft-cap, ALiBi slope, learned sink
+        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, **setup)
+        config = model.config
         rotary = t("qk_rotary") if getattr(config, "rope_theta", None) is not None else ""
         st.caption(t("qk_caption", head=head, layer=layer, kv=view.kv_head, rotary=rotary, dim=view.head_dim))
+        for key, applies in (("qk_alibi", setup["slope"] is not None), ("qk_capped", view.capped),
+                             ("qk_window", setup["window"] is not None), ("qk_sink", setup["sink"] is not None)):
+            if applies:
+                st.caption(t(key, slope=f"{setup['slope'] or 0:.4g}", cap=f"{setup['softcap'] or 0:g}",
+                             window=setup["window"], share=f"{view.sink_share:.3f}"))
         row = np.asarray(trace.attentions[layer, head, position], dtype=np.float64)
         st.caption(t("qk_check", diff=float(np.abs(view.probabilities - row).max())))
         visible = np.flatnonzero(view.visible)
@@ -133,10 +140,11 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
         if len(shown) < len(visible):
             st.caption(t("qk_shown", n=len(shown), total=len(visible)))
         key_labels = [labels[j] for j in shown]
-        words = {name: t(f"qk_{name}") for name in ("positive", "negative", "score", "weight", "key", "dimension",
-                                                     "product")}
+        words = {name: t(f"qk_{name}") for name in ("positive", "negative", "score", "weight", "key", "bias",
+                                                     "dimension", "product")}
         st.plotly_chart(plots.query_key_bars(view.positive[shown], view.negative[shown], view.scores[shown],
-                                             view.probabilities[shown], key_labels, shown.tolist(), words),
+                                             view.probabilities[shown], key_labels, shown.tolist(), words,
+                                             bias=view.bias[shown] if setup["slope"] is not None else None),
                         key="qk_bars", width="stretch")
         st.plotly_chart(plots.query_key_products(view.products[shown], view.query, view.keys[shown], key_labels,
                                                  shown.tolist(), words),

@@ -19,6 +19,7 @@ from attnviz.interventions.variants import (  # noqa: F401
     parameter_counts,
     peak_bytes,
 )
+from attnviz.loading.kinds import all_family_kinds
 from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import trace, trace_bytes
@@ -80,3 +81,8 @@ def kv_group_distances(bench: Workbench, model, name: str, text: str):
     result = group_distances(held.attentions, held.kv_group, rows=rows, permutations=PERMUTATIONS)
     bench.views.put(key, result, RESULT_BYTES)
     return result
+
+
+def attention_kinds(bench: Workbench) -> list:
+    """The Learn page's table of attention kinds (loading.kinds), computed once per process."""
+    return bench.shared_value(("attention_kinds",), all_family_kinds, lambda rows: 512 * len(rows))

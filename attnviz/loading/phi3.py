@@ -1,0 +1,100 @@
+"""Phi-3 and Phi-4 checkpoints (both `model_type` "phi3") -> our pre-norm decoder with RMSNorm, a gated
+MLP and rotary positions.
+
+What differs from Llama is the storage: the attention projections are one fused `qkv_proj` ([q; k; v]
+rows: H*D query rows, then K*D key rows, then K*D value rows) and the MLP's gate and up projections one
+`gate_up_proj` ([gate; up] rows), both split here. Long-context checkpoints use LongRoPE (short factors up to
+`original_max_position_embeddings`, long factors beyond; attnviz.transformer.rope), Phi-4-mini rotates only
+3/4 of each head (partial_rotary_factor 0.75), and a `sliding_window` is honoured as HF's eager path does.
+"""
+
+from __future__ import annotations
+
+from attnviz.loading.activations import activation
+from attnviz.loading.ledger import WeightLedger
+from attnviz.transformer.config import ModelConfig
+
+# The rope types HF's Phi3Config accepts; "su" and "yarn" are the names older Phi-3 configs gave LongRoPE
+# (Phi3Config.convert_rope_params_to_dict maps them to "longrope").
+PHI3_ROPE_TYPES = ("default", "longrope")
+LEGACY_LONGROPE = ("su", "yarn")
+
+
+def phi3_config(hf: dict) -> ModelConfig:
+    n_heads = hf["num_attention_heads"]
+    head_dim = hf.get("head_dim") or hf["hidden_size"] // n_heads
+    theta, scaling, partial = _rope(hf)
+    rotary_dim = int(head_dim * partial)  # HF: int(head_dim * partial_rotary_factor)
+    if rotary_dim < 2 or rotary_dim % 2:
+        raise ValueError(f"partial_rotary_factor {partial} gives an odd or empty rotary width {rotary_dim}")
+    return ModelConfig(
+        family="phi3",
+        vocab_size=hf["vocab_size"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        head_dim=head_dim,
+        d_ff=hf["intermediate_size"],
+        causal=True,
+        norm="rmsnorm",
+        norm_eps=hf.get("rms_norm_eps", 1e-5),
+        norm_placement="pre",
+        gated_mlp=True,
+        activation=activation(hf.get("hidden_act", "silu")),
+        max_positions=None,
+        rope_theta=theta,
+        rope_scaling=scaling,
+        rotary_dim=None if rotary_dim == head_dim else rotary_dim,
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        lm_head=True,
+        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        sliding_window=hf.get("sliding_window"),
+    )
+
+
+def _rope(hf: dict) -> tuple[float, dict | None, float]:
+    """(theta, scaling or None, partial rotary factor), with HF's precedence: transformers 5 keeps all three
+    in `rope_parameters`; older configs have `rope_scaling` and top-level `rope_theta`/`partial_rotary_factor`."""
+    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    partial = float(params.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    rope_type = "longrope" if rope_type in LEGACY_LONGROPE else rope_type
+    if rope_type not in PHI3_ROPE_TYPES:
+        raise ValueError(f"rope_type {rope_type!r} is not supported for phi3; supported: {', '.join(PHI3_ROPE_TYPES)}")
+    if rope_type == "default":
+        return theta, None, partial
+    missing = [name for name in ("short_factor", "long_factor") if not params.get(name)]
+    if missing:
+        raise ValueError(f"a longrope config needs {' and '.join(missing)} in rope_parameters")
+    # HF gives Phi3Config's top-level original_max_position_embeddings (default 4096) priority over the one in
+    # rope_parameters, and derives the scaling factor from max_position_embeddings when the config has none.
+    original = hf.get("original_max_position_embeddings") or 4096
+    return theta, {**params, "rope_type": "longrope", "original_max_position_embeddings": original,
+                   "max_position_embeddings": hf["max_position_embeddings"]}, partial
+
+
+def convert_phi3(hf: dict, checkpoint: dict, model) -> dict:
+    w = WeightLedger(checkpoint, "model.")
+    w.move("embed_tokens.weight", "token_embedding.weight")
+    c = model.config
+    q_rows, kv_rows = c.n_heads * c.dim_per_head, c.kv_heads * c.dim_per_head
+    for i in range(c.n_layers):
+        layer, ours = f"layers.{i}.", f"blocks.{i}."
+        q, k, v = w.take(f"{layer}self_attn.qkv_proj.weight").split([q_rows, kv_rows, kv_rows], dim=0)
+        for name, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
+            w.put(f"{ours}attn.{name}.weight", weight.contiguous())
+        w.move(f"{layer}self_attn.o_proj.weight", f"{ours}attn.o_proj.weight")
+        gate, up = w.take(f"{layer}mlp.gate_up_proj.weight").chunk(2, dim=0)  # HF: gate, up = h.chunk(2)
+        w.put(f"{ours}mlp.gate_proj.weight", gate.contiguous())
+        w.put(f"{ours}mlp.up_proj.weight", up.contiguous())
+        w.move(f"{layer}mlp.down_proj.weight", f"{ours}mlp.down_proj.weight")
+        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
+        w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
+    w.move("norm.weight", "final_norm.weight")
+    w.unembedding(c.tie_word_embeddings)
+    w.ignore(r"model\.layers\.\d+\.self_attn\.rotary_emb\.(inv_freq|long_inv_freq|short_inv_freq)")
+    return w.finish(model)
