@@ -12,6 +12,7 @@ import torch
 
 from attnviz.analysis.retrieval import answer_found, copy_events, mean_scores, retrieval_scores, top_heads
 from attnviz.interventions import retrieval as needle_work
+from attnviz.interventions.decoding import greedy_decode
 from attnviz.interventions.needles import NEEDLES, Needle
 from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.random_model import byte_tokenizer
@@ -142,6 +143,8 @@ def test_hand_built_copying_head_scores_one_and_the_other_zero():
     _, keys = needle_work.decode_recording_argmax(model, prompt.ids, needle_len)
     assert ((keys[: needle_len - 1, 0, 1] >= start) & (keys[: needle_len - 1, 0, 1] < end)).all()
     assert keys[:, 0, 0].tolist() == list(range(start, end))
+    plain = greedy_decode(model.module, torch.tensor([list(prompt.ids)]), len(run.generated), use_cache=False)
+    assert plain[0, prompt.n_tokens:].tolist() == run.generated  # the same tokens as decoding without a cache
     result = needle_work.retrieval_heads(model, [prompt, prompt])
     assert result.n_answered == 2 and result.grid.tolist() == [[1.0, 0.0]]
 
@@ -170,14 +173,22 @@ def test_random_heads_are_seeded_and_exclude_the_top():
 
 
 def test_smollm2_retrieval_grid_on_one_short_needle(smollm):
-    """The vault number's needle in a short haystack: SmolLM2 answers it, and some head copies from the needle."""
+    """The vault number's needle in a short haystack: SmolLM2 answers it, few heads copy from the needle, and
+    the argmax keys recorded step by step with the KV cache are those of one full pass over the same tokens."""
     prompt = needle_work.build_prompt(smollm, NEEDLES[2], haystack_tokens=SMOLLM_FILLER)
     started = time.process_time()
-    result = needle_work.retrieval_heads(smollm, [prompt])
+    generated, keys = needle_work.decode_recording_argmax(smollm, prompt.ids, needle_work.max_new_tokens_for(prompt))
     assert time.process_time() - started < 60  # a few seconds alone; a shared 2-core host is slower
-    run = result.runs[0]
-    assert run.answered, run.continuation
-    grid = result.grid
+    continuation = smollm.tokenizer.decode(generated, skip_special_tokens=True)
+    assert answer_found(NEEDLES[2].answer, continuation), continuation
+    grid = retrieval_scores(keys, generated, prompt.ids, prompt.span)
     assert grid.shape == (30, 9) and ((grid >= 0) & (grid <= 1)).all()
     assert grid.max() > 0.2  # the answer's tokens are copied by some head
     assert (grid > 0.1).mean() < 0.2  # ... by few of them (Wu et al.: under 5% of heads are retrieval heads)
+
+    with torch.inference_mode():
+        full = smollm.module(torch.tensor([list(prompt.ids) + generated[:-1]]))
+    rows = full.attentions[:, 0, :, prompt.n_tokens - 1:].argmax(-1).permute(2, 0, 1).numpy()  # steps, L, H
+    assert rows.shape == keys.shape
+    assert (rows == keys).mean() > 0.99  # a near tie may flip between the two summation orders
+    assert full.logits[0, prompt.n_tokens - 1:].argmax(-1).tolist() == generated
