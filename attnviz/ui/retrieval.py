@@ -64,8 +64,10 @@ def show_runs(result) -> None:
 
 
 def switch_off(model, source: str, haystack: int, n_needles: int, grid: np.ndarray) -> None:
-    st.markdown(t("retrieval_off_title"))
     total = model.info.n_layers * model.info.n_heads
+    if total < 2:  # nothing left to compare with
+        return
+    st.markdown(t("retrieval_off_title"))
     n_off = int(st.number_input(t("retrieval_off_n"), 1, min(MAX_OFF, total - 1), min(10, total - 1),
                                 key="retrieval_off_n", help=t("retrieval_off_help")))
     bench = workbench()
