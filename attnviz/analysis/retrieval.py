@@ -41,8 +41,7 @@ def retrieval_scores(argmax_keys, generated, prompt_ids, span: tuple[int, int]) 
     keys = np.asarray(argmax_keys)
     copied = copy_events(keys, generated, prompt_ids, span)
     start, end = span
-    n_layers, n_heads = keys.shape[1:] if keys.ndim == 3 else (0, 0)
-    scores = np.zeros((n_layers, n_heads), dtype=np.float64)
+    scores = np.zeros(keys.shape[1:], dtype=np.float64)  # L, H (copy_events checked the shape)
     for layer, head in zip(*np.nonzero(copied.any(axis=0)), strict=True):
         scores[layer, head] = len(set(keys[copied[:, layer, head], layer, head].tolist())) / (end - start)
     return scores

@@ -145,7 +145,8 @@ def prompts_for(model: LoadedModel, haystack_tokens: int, needles: Sequence[Need
 # --- decoding ---------------------------------------------------------------------------------------------
 
 
-def _stop_ids(model: LoadedModel) -> Callable[[int], bool]:
+def _stopper(model: LoadedModel) -> Callable[[int, list[int]], bool]:
+    """stop(token, generated so far): a special token, or a line break after some text."""
     specials = {i for i, token in model.tokenizer.get_added_tokens_decoder().items() if token.special}
 
     def stop(token_id: int, generated: list[int]) -> bool:
@@ -176,7 +177,7 @@ def decode_recording_argmax(model: LoadedModel, ids: Sequence[int], max_new_toke
     cache = KVCache(len(module.blocks))
     if prompt.shape[1] > 1:
         module(prompt[:, :-1], head_mask=mask, with_logits=False, record=Recorder(), cache=cache)
-    stop = _stop_ids(model)
+    stop = _stopper(model)
     step_input, generated, keys = prompt[:, -1:], [], []
     for _ in range(max_new_tokens):
         out = module(step_input, head_mask=mask, record=Recorder("attentions") if record else Recorder(),
