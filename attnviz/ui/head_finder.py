@@ -17,6 +17,7 @@ from attnviz.probesets import builtin_items
 from attnviz.ui.common import MAX_TEXT, heavy_slot, over_budget_message, plot_text, sidebar, t, workbench
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, finder, traces
@@ -36,6 +37,11 @@ def render() -> None:
     st.caption(t("finder_caption"))
     if model is None:
         return
+    relation_scores(model, source)
+    retrieval_section(model, source)  # its own section (ui/retrieval.py)
+
+
+def relation_scores(model, source: str) -> None:
     items, items_key, read_note = choose_items()
     if not items:
         return
