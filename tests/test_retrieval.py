@@ -101,8 +101,8 @@ def hand_built_copier(prompt_len: int, needle_start: int, positions: int) -> Loa
       value and output are 0: it attends into the needle but never copies."""
     width = 2 * VOCAB + positions
     config = ModelConfig(family="gpt2", vocab_size=VOCAB, d_model=width, n_layers=1, n_heads=2, d_ff=8,
-                         causal=True, norm_eps=1e-5, pre_norm=True, activation="gelu_tanh", max_positions=positions,
-                         lm_head=True)
+                         causal=True, norm_eps=1e-5, norm_placement="pre", activation="gelu_tanh",
+                         max_positions=positions, lm_head=True)
     module = Transformer(config)
     head_dim = width // 2
     offset = prompt_len - 1 - needle_start
