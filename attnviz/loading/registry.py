@@ -13,6 +13,7 @@ from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
 from attnviz.loading.mixtral import convert_mixtral, mixtral_config
+from attnviz.loading.modernbert import convert_modernbert, modernbert_config
 from attnviz.loading.phi3 import convert_phi3, phi3_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
@@ -30,6 +31,7 @@ CONVERTERS: dict[str, Converter] = {
     "roberta": Converter(bert_config, convert_bert),
     "xlm-roberta": Converter(bert_config, convert_bert),
     "distilbert": Converter(distilbert_config, convert_distilbert),
+    "modernbert": Converter(modernbert_config, convert_modernbert),
     "gpt2": Converter(gpt2_config, convert_gpt2),
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
