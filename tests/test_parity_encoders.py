@@ -21,6 +21,7 @@ import transformers as tf
 import attnviz
 from attnviz.interventions import effects
 from attnviz.loading import build_module
+from attnviz.transformer.deberta import relative_index
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import Recorder
 from tests.test_effects import encoder_tokenizer
@@ -50,10 +51,14 @@ def check(hf, pair=False, pad=0):
     return ours
 
 
-def gap(hf, ours, pair=False, pad=0, **changes) -> float:
-    """How far our model misses HF's attentions with `changes` made to our config (same weights)."""
+def gap(hf, ours, pair=False, pad=0, zero=(), **changes) -> float:
+    """How far our model misses HF's attentions with `changes` made to our config (same weights; the
+    parameters named in `zero`, which the changed model has and ours lacks, are zeros)."""
     module = Transformer(dataclasses.replace(ours.config, **changes)).eval()
-    missing, _ = module.load_state_dict(ours.state_dict(), strict=False)
+    _, unexpected = module.load_state_dict(ours.state_dict(), strict=False)
+    with torch.no_grad():
+        for name in zero:
+            module.get_parameter(name).zero_()
     ref, out, mask = run_both(hf, module, pair, pad)
     keep = mask.bool()
     return float((out.attentions - torch.stack(ref.attentions)).abs().transpose(2, 3)[:, keep].max())
@@ -107,3 +112,67 @@ def mlm_logits_match(hf, ours, pair=False):
         logits = ours.mlm_head(ours(ids, mask, types if pair else None).hidden)
     diff = (logits - reference).abs()[mask.bool()]
     assert diff.max() <= HIDDEN_TOL, diff.max()
+
+
+# --- DeBERTa-v2/v3 ---------------------------------------------------------------------------------------
+
+# v3's layout (microsoft/deberta-v3-base): no absolute positions, log buckets, shared keys, a normed table.
+V3 = dict(relative_attention=True, pos_att_type=["p2c", "c2p"], position_biased_input=False, position_buckets=8,
+          max_relative_positions=32, share_att_key=True, norm_rel_ebd="layer_norm", type_vocab_size=2)
+# v2's older layout: absolute positions too, separate position projections, exact distances clamped at 5.
+V2 = dict(relative_attention=True, pos_att_type="c2p|p2c", position_biased_input=True, position_buckets=-1,
+          max_relative_positions=5, share_att_key=False, norm_rel_ebd="none", type_vocab_size=2)
+
+
+def deberta(layout, masked_lm=False, **extra):
+    cls = tf.DebertaV2ForMaskedLM if masked_lm else tf.DebertaV2Model
+    options = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   intermediate_size=37, max_position_embeddings=64, pad_token_id=0, **layout)
+    options.update(extra)
+    return lambda: cls(tf.DebertaV2Config(**options))
+
+
+def test_deberta_v3_matches_hf_on_padded_pairs():
+    hf = hf_model(deberta(V3))
+    ours = check(hf, pair=True)
+    c = ours.config
+    assert c.max_positions is None and ours.position_embedding is None
+    assert c.relative_span == 8 and c.attn_scale == pytest.approx((8 * 3) ** -0.5)
+    # Content only, same 1/sqrt(3D) (a zero absolute table stands in for "no positions" to pass validation).
+    assert gap(hf, ours, pair=True, pos_att_type=(), max_positions=64, zero=["position_embedding.weight"]) > CLEAR
+    assert gap(hf, ours, pair=True, pos_att_type=("c2p",)) > CLEAR
+    assert gap(hf, ours, pair=True, position_buckets=0) > CLEAR  # exact distances instead of log buckets
+    assert gap(hf, ours, pair=True, norm_rel_ebd=False) > CLEAR
+
+
+def test_deberta_v2_separate_position_projections_and_clamped_distances_match_hf():
+    hf = hf_model(deberta(V2))
+    with torch.no_grad():  # an un-normed table of init scale (0.02) barely moves a score: make it count
+        hf.encoder.rel_embeddings.weight.mul_(30)
+    ours = check(hf, pair=True)
+    assert ours.blocks[0].attn.pos_key_proj is not None and ours.position_embedding is not None
+    index = relative_index(12, ours.config)  # distances of 5 and more share the table's end rows
+    assert index[11, 0] == index[5, 0] == 9 and index[0, 11] == index[0, 5] == 0 and index[3, 3] == 5
+    assert gap(hf, ours, pair=True, share_att_key=True) > CLEAR  # content projections for the positions
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_deberta_v2_mlm_heads_equal_hf_logits(legacy):
+    hf = hf_model(deberta(V3, masked_lm=True, legacy=legacy))
+    hf.config.architectures = ["DebertaV2ForMaskedLM"]
+    ours = check(hf, pair=True)
+    assert ours.mlm_head is not None
+    mlm_logits_match(hf, ours, pair=True)
+
+
+def test_deberta_score_terms_sum_to_the_recorded_scores():
+    hf = hf_model(deberta(V3))
+    ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    ids = torch.arange(3, 15)[None]
+    with torch.no_grad():
+        out = ours(ids, record=Recorder("scores", "score_terms", "attentions"))
+    terms, scores = out.record.stacked("score_terms"), out.record.stacked("scores")  # L, 3, B, H, T, S
+    assert terms.shape[:2] == (2, 3)
+    assert (terms.sum(dim=1) - scores).abs().max() <= 1e-5
+    assert terms[:, 1].abs().max() > 0.01 and terms[:, 2].abs().max() > 0.01
+    assert (torch.softmax(scores, -1) - out.attentions).abs().max() <= 1e-6

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attnviz.loading.bert import bert_config, convert_bert
+from attnviz.loading.deberta import convert_deberta_v2, deberta_v2_config
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
@@ -32,6 +33,7 @@ CONVERTERS: dict[str, Converter] = {
     "xlm-roberta": Converter(bert_config, convert_bert),
     "distilbert": Converter(distilbert_config, convert_distilbert),
     "modernbert": Converter(modernbert_config, convert_modernbert),
+    "deberta-v2": Converter(deberta_v2_config, convert_deberta_v2),
     "gpt2": Converter(gpt2_config, convert_gpt2),
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
