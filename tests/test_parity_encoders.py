@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 import transformers as tf
 
 import attnviz
-from attnviz.interventions import effects
+from attnviz.interventions import effects, preference
 from attnviz.loading import build_module
 from attnviz.transformer.deberta import relative_index
 from attnviz.transformer.model import Transformer
@@ -176,3 +177,123 @@ def test_deberta_score_terms_sum_to_the_recorded_scores():
     assert (terms.sum(dim=1) - scores).abs().max() <= 1e-5
     assert terms[:, 1].abs().max() > 0.01 and terms[:, 2].abs().max() > 0.01
     assert (torch.softmax(scores, -1) - out.attentions).abs().max() <= 1e-6
+
+
+# --- ELECTRA ---------------------------------------------------------------------------------------------
+
+
+def electra(masked_lm=False, embedding_size=16, **extra):
+    cls = tf.ElectraForMaskedLM if masked_lm else tf.ElectraModel
+    options = dict(vocab_size=VOCAB, embedding_size=embedding_size, hidden_size=32, num_hidden_layers=2,
+                   num_attention_heads=4, intermediate_size=37, max_position_embeddings=64, type_vocab_size=2,
+                   pad_token_id=0)
+    options.update(extra)
+    return lambda: cls(tf.ElectraConfig(**options))
+
+
+@pytest.mark.parametrize("embedding_size", [16, 32])
+def test_electra_discriminator_matches_hf_on_padded_pairs(embedding_size):
+    hf = hf_model(electra(embedding_size=embedding_size))
+    ours = check(hf, pair=True)
+    assert (ours.embedding_project is not None) == (embedding_size != 32)
+    assert ours.token_embedding.weight.shape == (VOCAB, embedding_size)
+
+
+def test_electra_generator_mlm_head_equals_hf_logits():
+    hf = hf_model(electra(masked_lm=True, hidden_act="gelu_new"))  # the head's gelu is not hidden_act's
+    hf.config.architectures = ["ElectraForMaskedLM"]
+    ours = check(hf, pair=True)
+    assert ours.mlm_head is not None and ours.mlm_head.decoder.weight is ours.token_embedding.weight
+    mlm_logits_match(hf, ours, pair=True)
+
+
+# --- ALBERT ----------------------------------------------------------------------------------------------
+
+
+def albert(masked_lm=False, **extra):
+    cls = tf.AlbertForMaskedLM if masked_lm else tf.AlbertModel
+    options = dict(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                   intermediate_size=37, max_position_embeddings=64, type_vocab_size=2, pad_token_id=0)
+    options.update(extra)
+    return lambda: cls(tf.AlbertConfig(**options))
+
+
+def test_albert_matches_hf_with_one_shared_layer_on_padded_pairs():
+    hf = hf_model(albert())
+    ours = check(hf, pair=True)
+    assert len(ours.blocks) == 3 and ours.blocks[0] is ours.blocks[2]
+    n_params = sum(p.numel() for p in ours.parameters())
+    assert n_params == sum(p.numel() for p in hf.parameters()) - sum(p.numel() for p in hf.pooler.parameters())
+    # Head ablation stays per layer: switching head 1 off in layer 2 only changes layer 2's output onward.
+    ids = torch.arange(3, 15)[None]
+    mask = torch.ones(3, 4)
+    mask[2, 1] = 0
+    with torch.no_grad():
+        plain, ablated = ours(ids, record=Recorder("attentions", "head_outputs")), ours(
+            ids, head_mask=mask, record=Recorder("attentions", "head_outputs"))
+    assert torch.equal(plain.attentions[:3], ablated.attentions[:3])
+    outputs = ablated.record.stacked("head_outputs")
+    assert outputs.shape[0] == 3 and torch.all(outputs[2, 0, 1] == 0) and outputs[1, 0, 1].abs().max() > 0
+
+
+def test_albert_mlm_head_equals_hf_logits():
+    hf = hf_model(albert(masked_lm=True))
+    hf.config.architectures = ["AlbertForMaskedLM"]
+    ours = check(hf, pair=True)
+    assert ours.mlm_head.dense.out_features == 16
+    mlm_logits_match(hf, ours, pair=True)
+
+
+# --- DistilBERT's masked-LM head -------------------------------------------------------------------------
+
+
+def test_distilbert_mlm_head_equals_hf_logits():
+    hf = hf_model(lambda: tf.DistilBertForMaskedLM(tf.DistilBertConfig(
+        vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64,
+        activation="relu")))
+    hf.config.architectures = ["DistilBertForMaskedLM"]
+    ours = check(hf)
+    assert ours.mlm_head is not None and ours.mlm_head.decoder.weight is ours.token_embedding.weight
+    mlm_logits_match(hf, ours)
+
+
+# --- the real path: a saved folder through attnviz.load, with a tokenizer ---------------------------------
+
+MASKED_LM = {
+    "modernbert": (tf.ModernBertForMaskedLM, lambda v: modernbert(masked_lm=True, vocab_size=v, pad_token_id=2)),
+    "deberta-v2": (tf.DebertaV2ForMaskedLM, lambda v: deberta(V3, masked_lm=True, legacy=False, vocab_size=v,
+                                                           pad_token_id=2)),
+    "electra": (tf.ElectraForMaskedLM, lambda v: electra(masked_lm=True, vocab_size=v, pad_token_id=2)),
+    "albert": (tf.AlbertForMaskedLM, lambda v: albert(masked_lm=True, vocab_size=v, pad_token_id=2)),
+    "distilbert": (tf.DistilBertForMaskedLM, lambda v: lambda: tf.DistilBertForMaskedLM(tf.DistilBertConfig(
+        vocab_size=v, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64, pad_token_id=2))),
+}
+
+
+@pytest.mark.parametrize("family", MASKED_LM)
+def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_path):
+    """save_pretrained (safetensors, the tied decoder left out) + a byte-level BPE tokenizer with BERT's
+    special tokens (SentencePiece models for DeBERTa-v3 and ALBERT cannot be trained offline here, and the
+    converters do not depend on the tokenizer) -> attnviz.load: the attentions of a real text equal HF's,
+    the [MASK] fill and the minimal pairs' pseudo-log-likelihood run on the loaded head."""
+    cls, factory = MASKED_LM[family]
+    tokenizer = encoder_tokenizer()
+    hf = hf_model(factory(tokenizer.get_vocab_size()))
+    hf.config.architectures = [cls.__name__]
+    hf.save_pretrained(tmp_path)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]",
+                               pad_token="[PAD]", mask_token="[MASK]").save_pretrained(tmp_path)
+    model = attnviz.load(str(tmp_path), device="cpu")
+    assert model.info.mlm_head and effects.has_mlm_head(model)
+    ids, position = effects.mask_ids(model, "The keys to the [MASK] are on the table.")
+    with torch.no_grad():
+        ref = hf(input_ids=torch.tensor([ids]), output_attentions=True)
+    attentions = model.run_ids([ids])[0]  # L, H, T, T
+    assert abs(attentions - torch.stack(ref.attentions)[:, 0].numpy()).max() <= ATTENTION_TOL
+    top = effects.mask_fill_top_k(model, "The keys to the [MASK] are on the table.", k=3)
+    expected = torch.log_softmax(ref.logits[0, position].double(), -1).topk(3)
+    assert [p.id for p in top] == expected.indices.tolist()
+    assert [p.logprob for p in top] == pytest.approx(expected.values.tolist(), abs=1e-4)
+    pair = preference.pair_from_texts("The keys to the cabinet are here.", "The keys to the cabinet is here.")
+    result = preference.pair_preference(model, pair)
+    assert result.method == "masked" and np.isfinite(result.good) and np.isfinite(result.bad)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from attnviz.loading.albert import albert_config, convert_albert
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.deberta import convert_deberta_v2, deberta_v2_config
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
+from attnviz.loading.electra import convert_electra, electra_config
 from attnviz.loading.families import supported_list
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
@@ -34,6 +36,8 @@ CONVERTERS: dict[str, Converter] = {
     "distilbert": Converter(distilbert_config, convert_distilbert),
     "modernbert": Converter(modernbert_config, convert_modernbert),
     "deberta-v2": Converter(deberta_v2_config, convert_deberta_v2),
+    "electra": Converter(electra_config, convert_electra),
+    "albert": Converter(albert_config, convert_albert),
     "gpt2": Converter(gpt2_config, convert_gpt2),
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
