@@ -20,6 +20,7 @@ import torch
 import transformers as tf
 
 import attnviz
+from attnviz.analysis.query_key import query_key
 from attnviz.interventions import effects, preference
 from attnviz.loading import build_module
 from attnviz.transformer.deberta import relative_index
@@ -172,10 +173,10 @@ def test_deberta_score_terms_sum_to_the_recorded_scores():
     ids = torch.arange(3, 15)[None]
     with torch.no_grad():
         out = ours(ids, record=Recorder("scores", "score_terms", "attentions"))
-    terms, scores = out.record.stacked("score_terms"), out.record.stacked("scores")  # L, 3, B, H, T, S
-    assert terms.shape[:2] == (2, 3)
-    assert (terms.sum(dim=1) - scores).abs().max() <= 1e-5
-    assert terms[:, 1].abs().max() > 0.01 and terms[:, 2].abs().max() > 0.01
+    terms, scores = out.record.stacked("score_terms"), out.record.stacked("scores")  # L, B, 3, H, T, S
+    assert terms.shape[:3] == (2, 1, 3)
+    assert (terms.sum(dim=2) - scores).abs().max() <= 1e-5
+    assert terms[:, :, 1].abs().max() > 0.01 and terms[:, :, 2].abs().max() > 0.01
     assert (torch.softmax(scores, -1) - out.attentions).abs().max() <= 1e-6
 
 
@@ -285,6 +286,8 @@ def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_p
                                pad_token="[PAD]", mask_token="[MASK]").save_pretrained(tmp_path)
     model = attnviz.load(str(tmp_path), device="cpu")
     assert model.info.mlm_head and effects.has_mlm_head(model)
+    if family != "deberta-v2":  # one q.k term: the query-key view needs no split
+        assert model.score_term_names(0) == () and model.score_terms("The cat.", 0, 0, 0) == {}
     ids, position = effects.mask_ids(model, "The keys to the [MASK] are on the table.")
     with torch.no_grad():
         ref = hf(input_ids=torch.tensor([ids]), output_attentions=True)
@@ -297,3 +300,26 @@ def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_p
     pair = preference.pair_from_texts("The keys to the cabinet are here.", "The keys to the cabinet is here.")
     result = preference.pair_preference(model, pair)
     assert result.method == "masked" and np.isfinite(result.good) and np.isfinite(result.bad)
+
+
+def test_deberta_query_key_view_splits_the_score_into_c2c_c2p_p2c(tmp_path):
+    """The query-key view on a loaded DeBERTa-v3: q.k (c2c) plus the c2p and p2c terms the model recorded
+    give the recorded pre-softmax score and the attention row of every query."""
+    tokenizer = encoder_tokenizer()
+    hf = hf_model(deberta(V3, vocab_size=tokenizer.get_vocab_size(), pad_token_id=2))
+    hf.save_pretrained(tmp_path)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]",
+                               pad_token="[PAD]", mask_token="[MASK]").save_pretrained(tmp_path)
+    model = attnviz.load(str(tmp_path), device="cpu")
+    text, layer, head = "The keys to the cabinet are on the table.", 1, 2
+    assert model.score_term_names(layer) == ("c2c", "c2p", "p2c")
+    rec = model.record(text, names=("queries", "keys", "scores", "attentions"), layer=layer)
+    for query in range(rec["scores"].shape[1]):
+        terms = model.score_terms(text, layer, head, query)
+        assert abs(sum(terms.values()) - rec["scores"][head, query]).max() <= 1e-5
+        view = query_key(rec["queries"], rec["keys"], model.module.kv_group, head, query,
+                         terms={name: terms[name] for name in ("c2p", "p2c")}, **model.score_setup(layer, head))
+        assert abs(view.products.sum(-1) - terms["c2c"]).max() <= 1e-5
+        assert abs(view.scores - rec["scores"][head, query]).max() <= 1e-5
+        assert abs(view.probabilities - rec["attentions"][head, query]).max() <= 1e-6
+        assert set(view.terms) == {"c2p", "p2c"} and abs(view.bias).max() > 0.01

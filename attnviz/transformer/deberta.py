@@ -9,7 +9,7 @@ key projection and pq through its query projection (share_att_key) or through th
 projections. bucket() keeps distances below position_buckets / 2 exact and log-buckets the rest up to
 max_relative_positions (make_log_bucket_position). The position terms enter the kernel as an additive
 bias, so the recorded "scores" are the total pre-softmax score; "score_terms" records the three terms
-apart ([3, B, H, T, S]: c2c, c2p, p2c, in that order), which sum to it (plus the mask).
+apart ([B, 3, H, T, S]: c2c, c2p, p2c, in that order), which sum to it (plus the mask).
 
 Shape legend: B batch, H heads, T query positions, S key positions (S = T: self-attention only),
 D head dim, C model width, P = 2 * span relative embeddings.
@@ -124,7 +124,7 @@ class DisentangledAttention(MultiHeadAttention):
             if record.wants("score_terms"):
                 c2c = torch.matmul(q * self.scale, k.transpose(-1, -2))
                 zero = torch.zeros_like(c2c)
-                record.keep("score_terms", torch.stack([c2c] + [terms.get(n, zero) for n in TERMS[1:]]))
+                record.keep("score_terms", torch.stack([c2c] + [terms.get(n, zero) for n in TERMS[1:]], dim=1))
         context, attn = scaled_dot_product_attention(q, k, v, mask, self.scale, record, extra)
         if head_mask is not None:
             keep = head_mask.to(context.dtype)
