@@ -62,7 +62,7 @@ def deberta_v2_config(hf: dict) -> ModelConfig:
         pad_token_id=hf.get("pad_token_id"),
         embedding_norm=True,
         # Without relative attention HF still divides by sqrt(D * (1 + len(pos_att_type))).
-        attn_scale=1.0 / math.sqrt(head_dim * (1 + len(terms))),
+        attn_scale=1.0 / math.sqrt(head_dim * (1 + len(terms))) if terms else None,
         pos_att_type=terms if relative else (),
         relative_span=(buckets if buckets > 0 else max_relative) if relative else 0,
         position_buckets=max(buckets, 0),
