@@ -167,6 +167,41 @@ def test_deberta_v2_mlm_heads_equal_hf_logits(legacy):
     mlm_logits_match(hf, ours, pair=True)
 
 
+# v1's layout (microsoft/deberta-base): fused per-head in_proj, q/v biases, distances clamped at 5 here.
+V1 = dict(relative_attention=True, pos_att_type="c2p|p2c", position_biased_input=False, max_relative_positions=5,
+          type_vocab_size=2)
+
+
+def deberta_v1(masked_lm=False, **extra):
+    cls = tf.DebertaForMaskedLM if masked_lm else tf.DebertaModel
+    options = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   intermediate_size=37, max_position_embeddings=64, pad_token_id=0, **V1)
+    options.update(extra)
+    return lambda: cls(tf.DebertaConfig(**options))
+
+
+def test_deberta_v1_fused_in_proj_and_biases_match_hf_on_padded_pairs():
+    hf = hf_model(deberta_v1())
+    with torch.no_grad():
+        hf.encoder.rel_embeddings.weight.mul_(30)  # as for v2: an un-normed table must count
+    state = dict(hf.state_dict())
+    state["embeddings.position_embeddings.weight"] = torch.zeros(64, 32)  # stored unused by deberta-base
+    ours = build_module(hf.config.to_dict(), state).eval()
+    ref, out, mask = run_both(hf, ours, True)
+    assert_parity(out, ref.attentions, ref.last_hidden_state, mask)
+    assert ours.config.family == "deberta" and ours.config.relative_span == 5
+    assert gap(hf, ours, pair=True, pos_att_type=("p2c",)) > CLEAR
+    assert gap(hf, ours, pair=True, pos_att_type=("c2p",)) > CLEAR
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_deberta_v1_mlm_heads_equal_hf_logits(legacy):
+    hf = hf_model(deberta_v1(masked_lm=True, legacy=legacy))
+    hf.config.architectures = ["DebertaForMaskedLM"]
+    ours = check(hf, pair=True)
+    mlm_logits_match(hf, ours, pair=True)
+
+
 def test_deberta_score_terms_sum_to_the_recorded_scores():
     hf = hf_model(deberta(V3))
     ours = build_module(hf.config.to_dict(), hf.state_dict()).eval()

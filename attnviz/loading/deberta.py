@@ -1,4 +1,10 @@
-"""DeBERTa-v2/v3 checkpoints -> our post-norm encoder with disentangled attention (transformer/deberta.py).
+"""DeBERTa (v1) and DeBERTa-v2/v3 checkpoints -> our post-norm encoder with disentangled attention
+(transformer/deberta.py).
+
+v1 (microsoft/deberta-base, -large) stores q, k and v fused per head in one bias-free `in_proj` (rows of head h:
+its q, then k, then v) with separate `q_bias` and `v_bias`, a bias-free `pos_proj` (c2p) and `pos_q_proj`
+(p2c); its table of 2 * max_relative_positions rows is read at clamp(i - j + max_relative, 0, 2 max_relative - 1),
+which is HF's slice of the table around its middle followed by its clamp, and v2's rule without buckets.
 
 v3 (microsoft/deberta-v3-*) has no absolute positions (position_biased_input False), 256 log buckets over
 512 relative positions, keys shared between content and position (share_att_key) and a LayerNorm'd relative
@@ -12,12 +18,14 @@ from __future__ import annotations
 import math
 import re
 
+import torch
+
 from attnviz.loading.activations import activation
 from attnviz.loading.bert import _move_mlm_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
-MLM_ARCHITECTURES = ("DebertaV2ForMaskedLM",)
+MLM_ARCHITECTURES = ("DebertaV2ForMaskedLM", "DebertaForMaskedLM")
 
 
 def _terms(hf: dict) -> tuple[str, ...]:
@@ -31,6 +39,8 @@ def _terms(hf: dict) -> tuple[str, ...]:
 
 
 def deberta_v2_config(hf: dict) -> ModelConfig:
+    if hf.get("talking_head"):
+        raise ValueError("DeBERTa with talking_head=True is not supported")
     if hf.get("conv_kernel_size", 0) > 0:
         raise ValueError("DeBERTa-v2 with conv_kernel_size > 0 (a convolution after layer 0) is not supported")
     if hf.get("embedding_size", hf["hidden_size"]) != hf["hidden_size"]:
@@ -48,7 +58,7 @@ def deberta_v2_config(hf: dict) -> ModelConfig:
     norm_rel = [x.strip() for x in (hf.get("norm_rel_ebd") or "none").lower().split("|")]
     has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
     return ModelConfig(
-        family="deberta-v2",
+        family=hf["model_type"],  # "deberta" (v1) or "deberta-v2"
         vocab_size=hf["vocab_size"],
         d_model=hf["hidden_size"],
         n_layers=hf["num_hidden_layers"],
@@ -94,6 +104,9 @@ def convert_deberta_v2(hf: dict, checkpoint: dict, model) -> dict:
             names["attention.self.pos_key_proj"] = "attn.pos_key_proj"
         if "p2c" in c.pos_att_type:
             names["attention.self.pos_query_proj"] = "attn.pos_query_proj"
+    if c.family == "deberta":
+        _move_v1_attention(w, c)
+        names = {k: v for k, v in names.items() if not k.startswith("attention.self.")}
     for i in range(c.n_layers):
         for theirs, ours in names.items():
             for p in ("weight", "bias"):
@@ -106,8 +119,30 @@ def convert_deberta_v2(hf: dict, checkpoint: dict, model) -> dict:
     if model.mlm_head is not None:
         _mlm_head(w, checkpoint, model)
     w.ignore(r"(deberta\.)?embeddings\.position_ids")
+    if c.max_positions is None:  # saved by some checkpoints without being used (HF ignores them on load too)
+        w.ignore(r"(deberta\.)?embeddings\.position_embeddings\.weight")
     w.ignore(r"(cls|lm_predictions|mask_predictions|pooler|classifier|qa_outputs)\..*")
     return w.finish(model)
+
+
+def _move_v1_attention(w: WeightLedger, c: ModelConfig) -> None:
+    """v1's fused per-head in_proj [H * 3D, C] and q/v biases; its position projections (pos_proj without
+    a bias: a zero one here)."""
+    d = c.dim_per_head
+    for i in range(c.n_layers):
+        theirs, ours = f"encoder.layer.{i}.attention.self.", f"blocks.{i}.attn."
+        fused = w.take(theirs + "in_proj.weight").view(c.n_heads, 3, d, c.d_model)  # H, (q, k, v), D, C
+        for k, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            w.put(f"{ours}{name}.weight", fused[:, k].reshape(c.n_heads * d, c.d_model))
+        w.move(theirs + "q_bias", ours + "q_proj.bias")
+        w.put(ours + "k_proj.bias", torch.zeros(c.n_heads * d, dtype=fused.dtype))
+        w.move(theirs + "v_bias", ours + "v_proj.bias")
+        if "c2p" in c.pos_att_type:
+            w.move(theirs + "pos_proj.weight", ours + "pos_key_proj.weight")
+            w.put(ours + "pos_key_proj.bias", torch.zeros(c.n_heads * d, dtype=fused.dtype))
+        if "p2c" in c.pos_att_type:
+            for p in ("weight", "bias"):
+                w.move(f"{theirs}pos_q_proj.{p}", f"{ours}pos_query_proj.{p}")
 
 
 def _mlm_head(w: WeightLedger, checkpoint: dict, model) -> None:

@@ -22,10 +22,11 @@ FAMILIES = [
     Family("ModernBERT", ("modernbert",),
            "MHA, rotary (global and local bases), local band of 128 on two layers in three, GeGLU, pre-norm",
            "answerdotai/ModernBERT-base, answerdotai/ModernBERT-large"),
-    Family("DeBERTa-v2/v3", ("deberta-v2",),
+    Family("DeBERTa, DeBERTa-v2/v3", ("deberta", "deberta-v2"),
            "disentangled: content->content + content->position + position->content over 1/sqrt(3d), "
            "log-bucketed relative positions, no absolute ones (v3)",
-           "microsoft/deberta-v3-base, microsoft/deberta-v3-small (deberta-v2-xlarge's convolution: refused)"),
+           "microsoft/deberta-v3-base, microsoft/deberta-v3-small, microsoft/deberta-base "
+           "(deberta-v2-xlarge's convolution: refused)"),
     Family("ELECTRA", ("electra",), "MHA, learned positions, post-norm; embeddings projected in when narrower",
            "google/electra-base-discriminator, google/electra-small-generator"),
     Family("ALBERT", ("albert",), "MHA, learned positions, post-norm; factorised embeddings, one shared layer",

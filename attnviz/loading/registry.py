@@ -35,6 +35,7 @@ CONVERTERS: dict[str, Converter] = {
     "xlm-roberta": Converter(bert_config, convert_bert),
     "distilbert": Converter(distilbert_config, convert_distilbert),
     "modernbert": Converter(modernbert_config, convert_modernbert),
+    "deberta": Converter(deberta_v2_config, convert_deberta_v2),
     "deberta-v2": Converter(deberta_v2_config, convert_deberta_v2),
     "electra": Converter(electra_config, convert_electra),
     "albert": Converter(albert_config, convert_albert),
