@@ -358,3 +358,37 @@ def test_deberta_query_key_view_splits_the_score_into_c2c_c2p_p2c(tmp_path):
         assert abs(view.scores - rec["scores"][head, query]).max() <= 1e-5
         assert abs(view.probabilities - rec["attentions"][head, query]).max() <= 1e-6
         assert set(view.terms) == {"c2p", "p2c"} and abs(view.bias).max() > 0.01
+
+
+def test_the_query_key_view_on_the_page_shows_deberta_position_terms(tmp_path, monkeypatch):
+    """Explore's query-key view on a loaded DeBERTa-v3 folder: one caption says what the green bar is,
+    and positive + negative + position term = the score marker, whose softmax is the trace's row."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
+
+    tokenizer = encoder_tokenizer()
+    folder = tmp_path / "tiny_deberta_v3"
+    hf = hf_model(deberta(V3, vocab_size=tokenizer.get_vocab_size(), pad_token_id=2))
+    hf.save_pretrained(folder)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]",
+                               pad_token="[PAD]", mask_token="[MASK]").save_pretrained(folder)
+    monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.text_input(key="model_custom").input(str(folder)).run()
+    at.text_input(key="text").input("The keys to the cabinet are here.").run()
+    assert_clean(at)
+    at.selectbox(key="layer").set_value(1).run()
+    at.selectbox(key="head").set_value(2).run()
+    at.session_state["qk_open"] = True
+    at.run()
+    at.selectbox(key="qk_query").set_value(3).run()
+    assert_clean(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "DeBERTa: the score is content→content" in captions
+    diff = next(c.value for c in at.caption if "max difference" in c.value)
+    assert float(diff.rsplit(" ", 1)[-1].rstrip(".")) < 5e-4  # against the app's float16 trace
+    bars = chart(at, "qk_bars")["data"]
+    assert len(bars) == 4  # positive, negative, the position terms, the score marker
+    parts = sum(z_array({"z": bar["y"]}).astype(np.float64) for bar in bars[:3])
+    assert np.abs(parts - z_array({"z": bars[3]["y"]}).astype(np.float64)).max() < 1e-4
