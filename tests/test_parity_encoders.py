@@ -298,22 +298,40 @@ def test_distilbert_mlm_head_equals_hf_logits():
 MASKED_LM = {
     "modernbert": (tf.ModernBertForMaskedLM, lambda v: modernbert(masked_lm=True, vocab_size=v, pad_token_id=2)),
     "deberta-v2": (tf.DebertaV2ForMaskedLM, lambda v: deberta(V3, masked_lm=True, legacy=False, vocab_size=v,
-                                                           pad_token_id=2)),
+                                                           pad_token_id=0)),
     "electra": (tf.ElectraForMaskedLM, lambda v: electra(masked_lm=True, vocab_size=v, pad_token_id=2)),
-    "albert": (tf.AlbertForMaskedLM, lambda v: albert(masked_lm=True, vocab_size=v, pad_token_id=2)),
+    "albert": (tf.AlbertForMaskedLM, lambda v: albert(masked_lm=True, vocab_size=v, pad_token_id=0)),
     "distilbert": (tf.DistilBertForMaskedLM, lambda v: lambda: tf.DistilBertForMaskedLM(tf.DistilBertConfig(
         vocab_size=v, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64, pad_token_id=2))),
 }
 
 
+def unigram_tokenizer():
+    """A SentencePiece-style tokenizer (Unigram model, Metaspace "▁" pre-tokenizer) trained here on the test
+    corpus, with [CLS] $A [SEP] as DeBERTa-v3's and ALBERT's tokenizers frame a text."""
+    from tokenizers import SentencePieceUnigramTokenizer, processors
+
+    from tests.test_effects import CORPUS
+
+    trainer = SentencePieceUnigramTokenizer()
+    trainer.train_from_iterator(CORPUS, vocab_size=200, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
+                                unk_token="[UNK]", show_progress=False)
+    tokenizer = trainer._tokenizer
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    return tokenizer
+
+
 @pytest.mark.parametrize("family", MASKED_LM)
 def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_path):
-    """save_pretrained (safetensors, the tied decoder left out) + a byte-level BPE tokenizer with BERT's
-    special tokens (SentencePiece models for DeBERTa-v3 and ALBERT cannot be trained offline here, and the
-    converters do not depend on the tokenizer) -> attnviz.load: the attentions of a real text equal HF's,
-    the [MASK] fill and the minimal pairs' pseudo-log-likelihood run on the loaded head."""
+    """save_pretrained (safetensors, the tied decoder left out) + a tokenizer of the family's kind trained
+    here (SentencePiece-style Unigram for DeBERTa-v3 and ALBERT, byte-level BPE with BERT's special tokens
+    for the others: no hub access) -> attnviz.load: the attentions of a real text equal HF's, the [MASK]
+    fill and the minimal pairs' pseudo-log-likelihood run on the loaded head."""
     cls, factory = MASKED_LM[family]
-    tokenizer = encoder_tokenizer()
+    tokenizer = unigram_tokenizer() if family in ("deberta-v2", "albert") else encoder_tokenizer()
     hf = hf_model(factory(tokenizer.get_vocab_size()))
     hf.config.architectures = [cls.__name__]
     hf.save_pretrained(tmp_path)
