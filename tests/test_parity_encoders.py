@@ -353,6 +353,13 @@ def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_p
     pair = preference.pair_from_texts("The keys to the cabinet are here.", "The keys to the cabinet is here.")
     result = preference.pair_preference(model, pair)
     assert result.method == "masked" and np.isfinite(result.good) and np.isfinite(result.bad)
+    # The importance scan (layer-by-layer reruns with one head off per batch row) agrees with one ablation.
+    text = "The keys to the [MASK] are on the table."
+    grid = effects.importance_scan(model, text, "mask_fill")
+    best = top[0]
+    off = effects.mask_fill_top_k(model, text, effects.head_mask_of(model, [(1, 2)]), k=model.config.vocab_size)
+    after = next(p.logprob for p in off if p.id == best.id)
+    assert grid.shape == (model.config.n_layers, 4) and grid[1, 2] == pytest.approx(best.logprob - after, abs=1e-4)
 
 
 def test_deberta_query_key_view_splits_the_score_into_c2c_c2p_p2c(tmp_path):
@@ -410,3 +417,39 @@ def test_the_query_key_view_on_the_page_shows_deberta_position_terms(tmp_path, m
     assert len(bars) == 4  # positive, negative, the position terms, the score marker
     parts = sum(z_array({"z": bar["y"]}).astype(np.float64) for bar in bars[:3])
     assert np.abs(parts - z_array({"z": bars[3]["y"]}).astype(np.float64)).max() < 1e-4
+
+
+# --- the hub's configs (their config.json keys, written here: no hub access) ----------------------------
+
+MODERNBERT_BASE = {"model_type": "modernbert", "architectures": ["ModernBertForMaskedLM"], "vocab_size": 50368,
+                   "hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12, "intermediate_size": 1152,
+                   "max_position_embeddings": 8192, "global_attn_every_n_layers": 3, "local_attention": 128,
+                   "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "norm_bias": False,
+                   "norm_eps": 1e-05, "hidden_activation": "gelu", "pad_token_id": 50283}
+DEBERTA_V3_BASE = {"model_type": "deberta-v2", "vocab_size": 128100, "hidden_size": 768, "num_hidden_layers": 12,
+                   "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+                   "relative_attention": True, "position_buckets": 256, "norm_rel_ebd": "layer_norm",
+                   "share_att_key": True, "pos_att_type": "p2c|c2p", "layer_norm_eps": 1e-7,
+                   "max_relative_positions": -1, "position_biased_input": False, "type_vocab_size": 0,
+                   "hidden_act": "gelu", "pad_token_id": 0}
+
+
+def test_hub_configs_convert_as_their_papers_say():
+    from attnviz.loading.registry import converter_for
+    from attnviz.loading.size import parameter_count
+
+    def ours(raw):
+        model_type = raw["model_type"]
+        hf_config = tf.AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k != "model_type"})
+        return converter_for(hf_config.to_dict()).config(hf_config.to_dict()), hf_config.to_dict()
+
+    modern, modern_hf = ours(MODERNBERT_BASE)
+    assert [modern.window(i) for i in range(6)] == [None, 128, 128, None, 128, 128]
+    assert modern.rope_at(0) == (160000.0, None) and modern.rope_at(1) == (10000.0, None)
+    assert modern.mlm_head == "gelu" and not modern.qkv_bias
+    assert 149e6 < parameter_count(modern_hf) < 150e6  # ModernBERT-base: 149M with its tied head
+    v3, v3_hf = ours(DEBERTA_V3_BASE)
+    assert v3.pos_att_type == ("p2c", "c2p") and v3.relative_span == 256 and v3.max_relative_positions == 512
+    assert v3.max_positions is None and v3.type_vocab_size is None and v3.norm_rel_ebd and v3.share_att_key
+    assert v3.attn_scale == pytest.approx((64 * 3) ** -0.5)
+    assert 183e6 < parameter_count(v3_hf) < 185e6  # deberta-v3-base: 86M backbone + 98M embedding
