@@ -92,3 +92,15 @@ def test_learned_sink_mass_is_what_rows_miss(unusual_model):
     expected = 1 - trace.attentions.astype(np.float64).sum(-1).mean(-1)
     assert np.allclose(profile.sink_mass, expected, atol=1e-6)
     assert profile.sink_mass.min() > 0.05  # sinks of +2 take a visible share
+
+
+def test_the_learn_table_reads_each_family_from_its_config():
+    """transformers' default gpt-oss config alternates 128-token sliding layers with full ones, all with sinks."""
+    from attnviz.loading.kinds import all_family_kinds
+
+    rows = {row.model_type: row for row in all_family_kinds()}
+    assert rows["gpt_oss"].layers == "sliding 128, sinks × 18 · full, sinks × 18"
+    assert "yarn" in rows["gpt_oss"].extras
+    assert rows["mistral"].layers == "sliding 4096 × 32"
+    assert rows["bert"].layers == "full × 12" and rows["bert"].extras == "—"
+    assert "marian" not in rows  # translation models have their own page

@@ -30,7 +30,7 @@ LOWER = {
 }
 THIRD_PARTY = {
     "transformer": {"torch", "numpy"},
-    "trace": {"numpy"},
+    "trace": {"numpy", "jieba"},
     "analysis": {"numpy"},
     "plots": {"numpy", "plotly"},
     "probesets": set(),
@@ -109,6 +109,13 @@ def test_layers_use_only_their_third_party_packages():
 def test_only_loading_hf_imports_transformers():
     users = {m for m, names in modules().items() if any(top(n) == "transformers" for n in names)}
     assert users == {"loading/hf.py"}
+
+
+def test_only_loading_imports_accelerate():
+    """Models split by accelerate (loading/split.py): the loaded module carries hooks, but no layer above
+    loading calls accelerate itself."""
+    users = {m for m, names in modules().items() if any(top(n) == "accelerate" for n in names)}
+    assert users and all(m.startswith("loading/") for m in users), users
 
 
 def test_only_ui_imports_streamlit_and_ui_imports_no_torch():

@@ -1,0 +1,69 @@
+"""Phi 1 / 1.5 / 2 checkpoints -> our decoder with attention and MLP side by side on ONE shared norm:
+x + attn(ln(x)) + mlp(ln(x)) (residual "parallel_shared").
+
+Also special: partial rotary (partial_rotary_factor of each head, 0.5 by default), an optional
+LayerNorm per head on queries and keys before rotary (qk_layernorm), biases everywhere, a final
+LayerNorm, and an unembedding with a bias.
+"""
+
+from __future__ import annotations
+
+from attnviz.loading.activations import activation
+from attnviz.loading.ledger import WeightLedger
+from attnviz.loading.rotary import rotary_settings
+from attnviz.transformer.config import ModelConfig
+
+
+def phi_config(hf: dict) -> ModelConfig:
+    d_model, n_heads = hf["hidden_size"], hf["num_attention_heads"]
+    head_dim = hf.get("head_dim") or d_model // n_heads
+    if hf.get("qk_layernorm") and head_dim != d_model // n_heads:
+        raise ValueError("Phi with qk_layernorm and a head_dim other than hidden_size // num_attention_heads is "
+                         "not supported (HF sizes its q/k norms by the latter)")
+    theta, scaling, rotary_dim = rotary_settings(hf, head_dim, default_factor=0.5)
+    return ModelConfig(
+        family="phi",
+        vocab_size=hf["vocab_size"],
+        d_model=d_model,
+        n_layers=hf["num_hidden_layers"],
+        n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        head_dim=hf.get("head_dim"),
+        d_ff=hf["intermediate_size"],
+        causal=True,
+        norm_eps=hf.get("layer_norm_eps", 1e-5),
+        norm_placement="pre",
+        residual="parallel_shared",
+        activation=activation(hf.get("hidden_act", "gelu_new")),
+        max_positions=None,
+        rope_theta=theta,
+        rope_scaling=scaling,
+        rotary_dim=rotary_dim,
+        qk_norm="head" if hf.get("qk_layernorm") else None,
+        lm_head=True,
+        lm_head_bias=True,
+        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+    )
+
+
+def convert_phi(hf: dict, checkpoint: dict, model) -> dict:
+    w = WeightLedger(checkpoint, "model.")
+    c = model.config
+    w.move("embed_tokens.weight", "token_embedding.weight")
+    for i in range(c.n_layers):
+        layer, ours = f"layers.{i}.", f"blocks.{i}."
+        for kind in ("weight", "bias"):
+            for theirs, mine in (("self_attn.q_proj", "attn.q_proj"), ("self_attn.k_proj", "attn.k_proj"),
+                                 ("self_attn.v_proj", "attn.v_proj"), ("self_attn.dense", "attn.o_proj"),
+                                 ("mlp.fc1", "mlp.up_proj"), ("mlp.fc2", "mlp.down_proj"),
+                                 ("input_layernorm", "attn_norm")):
+                w.move(f"{layer}{theirs}.{kind}", f"{ours}{mine}.{kind}")
+            if c.qk_norm is not None:
+                w.move(f"{layer}self_attn.q_layernorm.{kind}", f"{ours}attn.q_norm.{kind}")
+                w.move(f"{layer}self_attn.k_layernorm.{kind}", f"{ours}attn.k_norm.{kind}")
+    for kind in ("weight", "bias"):
+        w.move(f"final_layernorm.{kind}", f"final_norm.{kind}")
+    w.unembedding(c.tie_word_embeddings)
+    w.prefix = ""  # the head, and its bias, sit outside the base model's prefix
+    w.move("lm_head.bias", "lm_head.bias")
+    return w.finish(model)
