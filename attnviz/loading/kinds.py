@@ -39,6 +39,14 @@ def extras(config: ModelConfig) -> list[str]:
         found.append(f"score soft-cap {config.attn_softcap:g}")
     if config.final_softcap is not None:
         found.append(f"logit soft-cap {config.final_softcap:g}")
+    if config.pos_att_type:
+        buckets = f", {config.position_buckets} log buckets" if config.position_buckets else ""
+        found.append("disentangled: + " + " + ".join(config.pos_att_type) + f" (relative span {config.relative_span}"
+                     f"{buckets})")
+    if config.embedding_size is not None:
+        found.append(f"embeddings {config.embedding_size} wide, projected in")
+    if config.shared_layers:
+        found.append("one layer's weights shared by all")
     if config.n_experts is not None:
         found.append(f"MLP: {config.experts_per_token} of {config.n_experts} experts")
     return found

@@ -124,11 +124,14 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
             return
         model = shelf.model_for(workbench(), source)
         setup = model.score_setup(layer, head)  # scale, window, soft-cap, ALiBi slope, learned sink
-        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, **setup)
+        names = model.score_term_names(layer)  # DeBERTa: c2c is q.k; c2p and p2c join as position terms
+        terms = {name: recorded["score_terms"][i, head, position] for i, name in enumerate(names) if i} or None
+        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, terms=terms, **setup)
         config = model.config
         rotary = t("qk_rotary") if getattr(config, "rope_theta", None) is not None else ""
         st.caption(t("qk_caption", head=head, layer=layer, kv=view.kv_head, rotary=rotary, dim=view.head_dim))
-        for key, applies in (("qk_alibi", setup["slope"] is not None), ("qk_capped", view.capped),
+        for key, applies in (("qk_alibi", setup["slope"] is not None), ("qk_disentangled", terms is not None),
+                             ("qk_capped", view.capped),
                              ("qk_window", setup["window"] is not None), ("qk_sink", setup["sink"] is not None)):
             if applies:
                 st.caption(t(key, slope=f"{setup['slope'] or 0:.4g}", cap=f"{setup['softcap'] or 0:g}",
@@ -144,7 +147,8 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
                                                      "dimension", "product")}
         st.plotly_chart(plots.query_key_bars(view.positive[shown], view.negative[shown], view.scores[shown],
                                              view.probabilities[shown], key_labels, shown.tolist(), words,
-                                             bias=view.bias[shown] if setup["slope"] is not None else None),
+                                             bias=view.bias[shown] if setup["slope"] is not None or terms
+                                             else None),
                         key="qk_bars", width="stretch")
         st.plotly_chart(plots.query_key_products(view.products[shown], view.query, view.keys[shown], key_labels,
                                                  shown.tolist(), words),

@@ -101,11 +101,13 @@ def lens_peak(bench: Workbench, name: str, text: str, text_pair: str | None, lev
 
 
 def query_keys(bench: Workbench, name: str, text: str, text_pair: str | None, layer: int) -> dict:
-    """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only."""
+    """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only, and
+    its score terms [N, H, T, S] where the score has several (DeBERTa: "score_terms")."""
     def compute():
         model = model_for(bench, name)
         with bench.reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
-            held = model.record(text, text_pair, names=("queries", "keys"), layer=layer)
+            terms = ("score_terms",) if model.score_term_names(layer) else ()  # DeBERTa's c2c, c2p, p2c
+            held = model.record(text, text_pair, names=("queries", "keys", *terms), layer=layer)
         for array in held.values():
             array.setflags(write=False)
         return held
