@@ -26,6 +26,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.interventions.preference import builtin_pairs
+from attnviz.loading.families import FAMILIES
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.probesets import builtin_items
 from attnviz.ui.explore import EXAMPLES
@@ -43,6 +44,8 @@ TIMEOUT = 180
 # Names that stay as they are in every language: model ids, products, formats, paper titles, symbols.
 ALLOWED_PHRASES = sorted({
     *(name for name in PRESETS if name != RANDOM_MODEL_NAME), MINILM, SMOLLM,
+    # architectures are names: the Learn page's table of attention kinds lists them as HF spells them
+    *(family.name for family in FAMILIES), *(t for family in FAMILIES for t in family.model_types),
     "bert-base-cased", "FacebookAI/roberta-base", "BERT-base", "GPT-2", "Hugging Face", "MultiHeadAttention",
     "Attention Is All You Need", "docs/architecture.md", "ATTNVIZ_MODEL_DIRS", "CoNLL-U",
     "d_model", "d_ff", "d_k", "d_v", "n_heads", "n_kv_heads", "head_dim",
@@ -54,6 +57,7 @@ ALLOWED_WORDS = {
     "README", "Hub", "ID", "GB", "MB", "nats",
     "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu",  # authors cited
     "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
+    "NoPE", "ALiBi", "MLP", "logit", "c2c", "c2p", "p2c", "yarn", "longrope", "llama3", "linear",  # attention kinds
 }
 ALLOWED_PATTERNS = [
     re.compile(r"`[^`]*`"),  # inline code

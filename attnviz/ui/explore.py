@@ -31,6 +31,7 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.kinds import kind_label
 from attnviz.ui.strings import translate
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
@@ -198,7 +199,7 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
         lambda: lens_ui.mosaic_columns(plots.model_view(
             view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
             highlight=highlight, scale=scale, row_labels=view.labels, col_labels=view.labels, colorscale=palette,
-            text=text, layer_kinds=trace.metadata.get("layer_kinds")), view_key[5]),
+            text=text, layer_kinds=shown_kinds(trace)), view_key[5]),
         work_bytes=4 * view.attentions.nbytes,
     )
     lens_ui.peak_note(view_key)
@@ -213,6 +214,13 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
         event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
                                 on_select="rerun", selection_mode="points")
     select_clicked_head(event)
+
+
+def shown_kinds(trace) -> list[str] | None:
+    """Each layer's attention kind in the visitor's language, for the mosaic's strip; None when every layer
+    attends in full (no strip)."""
+    kinds = trace.metadata.get("layer_kinds") or []
+    return [kind_label(kind) for kind in kinds] if any(kind != "full" for kind in kinds) else None
 
 
 def select_clicked_head(event) -> None:
