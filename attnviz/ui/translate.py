@@ -30,6 +30,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.widgets import head_grid
 from attnviz.workbench import Busy, OverBudget, shelf, traces
 from attnviz.workbench import translate as translations
 from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
@@ -40,6 +41,9 @@ KINDS = ("cross", "encoder", "decoder")
 MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
 LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
 EXAMPLE = "The keys to the cabinet are on the table."
+# The untrained model's default target: a written translation of EXAMPLE, so its three attention kinds are drawn
+# over readable words instead of its noise (it decodes only a few tokens: workbench.translate.new_tokens).
+EXAMPLE_TARGET = "柜子的钥匙在桌子上。"
 PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
 
 
@@ -126,10 +130,18 @@ def render() -> None:
         language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
                                 help=t("translate_language_help"))
     seed_from_url("translate_source", EXAMPLE, "src")
-    seed_from_url("translate_target", "", "target")
+    seed_from_url("translate_target", EXAMPLE_TARGET if model.untrained else "", "target")
+    if st.session_state.get("_translate_model_shown") not in (None, shown):  # another model was chosen
+        if st.session_state["translate_target"] == EXAMPLE_TARGET and not model.untrained:
+            st.session_state["translate_target"] = ""  # the example was the untrained model's, not a request
+        elif model.untrained and not st.session_state["translate_target"]:
+            st.session_state["translate_target"] = EXAMPLE_TARGET
+    st.session_state["_translate_model_shown"] = shown
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
     target = st.text_input(t("translate_target"), key="translate_target", max_chars=MAX_CHARS,
                            help=t("translate_target_help"))
+    if model.untrained:
+        st.caption(t("translate_untrained_example", n=translations.new_tokens(model)))
     seed_from_url("translate_kind", "cross", "kind")
     write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
               kind=st.session_state.get("translate_kind"))
@@ -170,14 +182,15 @@ def views(trace, name: str) -> None:
     st.caption(t(f"translate_kind_caption_{kind}"))
     attentions, rows, cols = attention_of(trace, kind)
     n_layers, n_heads = attentions.shape[:2]
-    text = dataclasses.replace(plot_text(), open_head=t("translate_pick_below"))
+    text = dataclasses.replace(plot_text(), open_head=t("translate_open_head"))
     figure = traces.figure(workbench(),
         # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
         ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
          trace.generated, kind, text),
         lambda: plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text),
     )
-    st.plotly_chart(figure, key="translate_mosaic", width="stretch", config={"displaylogo": False})
+    # A click on a tile opens that head in the detail below (its layer and head selectors, then the URL).
+    head_grid(st, figure, "translate_mosaic", "translate_layer", "translate_head")
     head_detail(trace, kind, n_layers, n_heads)
 
 
