@@ -72,6 +72,7 @@ def test_lenses_change_the_mosaic_and_the_head_detail_to_the_analysis_values(app
 
 def test_flow_is_computed_on_request_and_drawn(app, reference):
     trace, _ = reference
+    app.radio(key="lens").set_value("raw").run()  # a per-layer lens disables the head choice
     app.selectbox(key="layer").set_value(2).run()
     app.selectbox(key="head").set_value(4).run()
     app.radio(key="lens").set_value("flow").run()

@@ -220,21 +220,21 @@ def test_head_finder_and_translate_grids_are_clickable_and_builtin_scores_are_sh
 # --- item 8 (third bullet): an untrained translation model --------------------------------------------------
 
 
-def test_the_untrained_translation_model_decodes_a_few_tokens_and_shows_a_readable_example():
+def test_the_untrained_translation_model_decodes_a_few_tokens_and_offers_a_readable_example():
     from attnviz.ui.translate import EXAMPLE_TARGET
     from attnviz.workbench.translate import UNTRAINED_NEW_TOKENS
 
     at = AppTest.from_file(TRANSLATE, default_timeout=TIMEOUT).run()
     assert_clean(at)
-    assert at.text_input(key="translate_target").value == EXAMPLE_TARGET
-    head = chart(at, "translate_head_view")["data"][0]
-    assert "钥" in "".join(head["y"])  # the example's own words
-    assert any(f"at most {UNTRAINED_NEW_TOKENS} tokens" in c.value for c in at.caption)
-    at.text_input(key="translate_target").input("").run()
-    assert_clean(at)
     rows = chart(at, "translate_head_view")["data"][0]["y"]
-    assert 1 < len(rows) <= UNTRAINED_NEW_TOKENS + 1  # the start token, then at most 8 decoded
-    assert chart(at, "translate_mosaic")["layout"]["height"] < 1200
+    assert 1 < len(rows) <= UNTRAINED_NEW_TOKENS + 1  # the start token, then at most 8 decoded (64 before)
+    assert chart(at, "translate_mosaic")["layout"]["height"] < 1200  # 2,000 px before
+    assert any(f"at most {UNTRAINED_NEW_TOKENS} tokens" in c.value for c in at.caption)
+    at.button(key="translate_use_example").click().run()
+    assert_clean(at)
+    assert at.text_input(key="translate_target").value == EXAMPLE_TARGET
+    assert "钥" in "".join(chart(at, "translate_head_view")["data"][0]["y"])  # the example's own words
+    assert at.query_params["target"] == EXAMPLE_TARGET
 
 
 # --- item 9: the figures' small fixes -----------------------------------------------------------------------

@@ -41,8 +41,8 @@ KINDS = ("cross", "encoder", "decoder")
 MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
 LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
 EXAMPLE = "The keys to the cabinet are on the table."
-# The untrained model's default target: a written translation of EXAMPLE, so its three attention kinds are drawn
-# over readable words instead of its noise (it decodes only a few tokens: workbench.translate.new_tokens).
+# A written translation of EXAMPLE, offered beside the untrained model's noise (it decodes only a few tokens:
+# workbench.translate.new_tokens), so its three attention kinds can be read over real words.
 EXAMPLE_TARGET = "柜子的钥匙在桌子上。"
 PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
 
@@ -130,18 +130,18 @@ def render() -> None:
         language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
                                 help=t("translate_language_help"))
     seed_from_url("translate_source", EXAMPLE, "src")
-    seed_from_url("translate_target", EXAMPLE_TARGET if model.untrained else "", "target")
-    if st.session_state.get("_translate_model_shown") not in (None, shown):  # another model was chosen
-        if st.session_state["translate_target"] == EXAMPLE_TARGET and not model.untrained:
-            st.session_state["translate_target"] = ""  # the example was the untrained model's, not a request
-        elif model.untrained and not st.session_state["translate_target"]:
-            st.session_state["translate_target"] = EXAMPLE_TARGET
-    st.session_state["_translate_model_shown"] = shown
+    seed_from_url("translate_target", "", "target")
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
     target = st.text_input(t("translate_target"), key="translate_target", max_chars=MAX_CHARS,
                            help=t("translate_target_help"))
-    if model.untrained:
+    if model.untrained:  # its greedy output is noise: offer a written translation to read its attention over
         st.caption(t("translate_untrained_example", n=translations.new_tokens(model)))
+
+        def use_example() -> None:
+            st.session_state["translate_source"], st.session_state["translate_target"] = EXAMPLE, EXAMPLE_TARGET
+
+        st.button(t("translate_use_example", target=EXAMPLE_TARGET), key="translate_use_example",
+                  on_click=use_example)
     seed_from_url("translate_kind", "cross", "kind")
     write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
               kind=st.session_state.get("translate_kind"))
