@@ -26,6 +26,12 @@ PICK_POINT = """([title, layer, head]) => {
     const box = gd.getBoundingClientRect();
     return [xa.l2p(xa.d2l(pick.x[k])) + xa._offset + box.left, ya.l2p(ya.d2l(pick.y[k])) + ya._offset + box.top];
 }"""
+# JavaScript: what the select widgets show when nothing is chosen (their text, or their input's placeholder).
+PLACEHOLDERS = """() => [...document.querySelectorAll('[data-testid=stSelectbox], [data-testid=stMultiSelect]')]
+    .flatMap(e => [...e.querySelectorAll('input')].map(i => i.placeholder)
+        .concat([...e.querySelectorAll('[data-baseweb=select] div')]
+            .map(d => d.childElementCount ? '' : d.textContent)))
+    .filter(Boolean)"""
 # JavaScript: the y tick labels of the head heatmap (the plotly chart with a "from (query)" axis).
 HEAD_ROWS = """() => {
     const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
@@ -68,8 +74,10 @@ def test_a_chinese_link_opens_in_chinese_with_chinese_placeholders(page):
     assert all(name in nav for name in ("探索", "注意力头查找器", "学习", "翻译")) and "Explore" not in nav
     expect(page.get_by_role("radio", name="中文", exact=True)).to_be_checked()
     page.get_by_text("关闭注意力头").first.click()  # the ablation expander: its multiselects' placeholders
-    expect(page.get_by_text("请选择（可多选）").first).to_be_visible(timeout=30_000)
-    assert page.get_by_text("Choose options").count() == 0 and page.get_by_text("Choose an option").count() == 0
+    page.get_by_text("要关闭的注意力头").first.wait_for(timeout=30_000)
+    page.wait_for_function(f"() => ({PLACEHOLDERS})().filter(p => p === '请选择（可多选）').length === 2",
+                           timeout=30_000)
+    assert not [p for p in page.evaluate(PLACEHOLDERS) if "Choose" in p]
     assert query(page)["lang"] == "zh"
     page.wait_for_selector(IDLE, timeout=60_000)
     assert page.locator("[data-testid=stException]").count() == 0

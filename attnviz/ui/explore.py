@@ -172,7 +172,8 @@ def view_options(trace):
     scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True,
                           format_func={v: t(f"scale_{v}") for v in SCALES}.get)
     palette = cols[3].selectbox(t("palette"), PALETTES, key="palette",
-                                format_func={v: t(f"palette_{v}") for v in PALETTES}.get)
+                                format_func={v: t(f"palette_{v}") for v in PALETTES}.get,
+                                placeholder=t("choose_option"))
     first_aside = False
     if causal:  # a decoder's first token is its attention sink (docs/architecture.md, "The first-token sink")
         first_aside = cols[4].toggle(t("first_aside"), key="first_aside", help=t("first_aside_help"))
@@ -253,9 +254,10 @@ def head_detail(info, view_key, scale, palette) -> None:
     seed_from_url("threshold", 0.02)
     cols = st.columns([1, 1, 2, 2])
     per_layer = view_key[5] in lens_ui.PER_LAYER
-    layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer")
+    layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer", placeholder=t("choose_option"))
     head = cols[1].selectbox(t("head"), range(n_heads), key="head", disabled=per_layer,
-                             help=t("lens_head_disabled", lens=t(f"lens_{view_key[5]}")) if per_layer else None)
+                             help=t("lens_head_disabled", lens=t(f"lens_{view_key[5]}")) if per_layer else None,
+                             placeholder=t("choose_option"))
     threshold = cols[2].slider(t("threshold"), 0.0, 0.5, step=0.01, key="threshold")
     window = token_window(len(view.labels))
     labels = view.labels[window]
@@ -263,7 +265,7 @@ def head_detail(info, view_key, scale, palette) -> None:
     focus = cols[3].selectbox(
         t("focus_token"), [None, *range(len(labels))], key="focus",
         format_func=lambda i: all_tokens if i is None else f"{i + window.start}: {labels[i]}",
-    )
+        placeholder=t("choose_option"))
     if trace.kv_group and info.n_kv_heads != info.n_heads:
         group = trace.kv_group[head]
         peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
@@ -380,7 +382,8 @@ def next_token_predictions(model, trace_key) -> None:
     st.subheader(t("predictions"))
     labels = token_labels(trace)
     position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
-                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position")
+                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position",
+                            placeholder=t("choose_option"))
     rows = model.next_tokens(trace, position)
     st.dataframe({t("column_token"): [visible_token(text, model.token_bytes(i)) for text, _, i in rows],
                   t("column_probability"): [round(p, 4) for _, p, _ in rows]}, hide_index=True)

@@ -51,7 +51,7 @@ def render() -> None:
         return
     relations = list(dict.fromkeys(item.relation for item in items))
     relation = st.selectbox(t("relation"), relations, key="finder_relation",
-                            format_func={r: relation_label(r) for r in relations}.get)
+                            format_func={r: relation_label(r) for r in relations}.get, placeholder=t("choose_option"))
     chosen = [item for item in items if item.relation == relation]
     st.caption(t("items_counted", n=len(chosen), relation=md(relation_label(relation)),
                  sentences=len({i.text for i in chosen}),
@@ -96,13 +96,14 @@ def choose_items():
     try:
         if mode == "builtin":
             spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), key="finder_builtin",
-                                format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get)
+                                format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get,
+                                placeholder=t("choose_option"))
             return builtin_items(spec), spec
         upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
         st.caption(t("upload_help", mb=UPLOAD_MB))
         kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func={k: parser_label(k) for k in PARSERS}.get,
-                            key="finder_kind")
+                            key="finder_kind", placeholder=t("choose_option"))
         if upload is None:
             return [], None
         data = upload.getvalue()

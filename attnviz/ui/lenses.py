@@ -134,7 +134,8 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     with box:
         if not box.open:
             return
-        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}")
+        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}",
+                                placeholder=t("choose_option"))
         write_url(query=position)
         try:
             recorded = lens_store.query_keys(workbench(), source, text, text_b, layer)

@@ -59,7 +59,8 @@ def pick_model() -> str:
         st.session_state.setdefault("translate_custom", st.session_state["translate_preset"])
         st.session_state["translate_preset"] = PRESETS[0]
     shown = {name: t("translate_random") if name == RANDOM_MARIAN_NAME else name for name in PRESETS}
-    st.sidebar.selectbox(t("translate_model"), PRESETS, key="translate_preset", format_func=shown.get)
+    st.sidebar.selectbox(t("translate_model"), PRESETS, key="translate_preset", format_func=shown.get,
+                         placeholder=t("choose_option"))
     st.sidebar.text_input(t("translate_model_custom"), key="translate_custom", max_chars=300,
                           help=t("translate_model_custom_help"))
     return (st.session_state.get("translate_custom") or "").strip() or st.session_state["translate_preset"]
@@ -128,7 +129,7 @@ def render() -> None:
             preferred = PREFERRED_LANGUAGE if PREFERRED_LANGUAGE in model.language_codes else None
             st.session_state["translate_language"] = preferred or model.language_codes[0]
         language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
-                                help=t("translate_language_help"))
+                                help=t("translate_language_help"), placeholder=t("choose_option"))
     seed_from_url("translate_source", EXAMPLE, "src")
     seed_from_url("translate_target", "", "target")
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
@@ -203,8 +204,8 @@ def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
         if not 0 <= st.session_state[key] < limit:
             st.session_state[key] = 0
     left, right = st.columns(2)
-    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer")
-    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head")
+    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer", placeholder=t("choose_option"))
+    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head", placeholder=t("choose_option"))
     write_url(tlayer=layer, thead=head)
     attentions, rows, cols = attention_of(trace, kind)
     figure = plots.head_heatmap(attentions[layer, head], rows, cols, causal=kind == "decoder", text=plot_text())
