@@ -200,13 +200,17 @@ def mark_cells(figure, read: int, gold: int, guess: int) -> None:
 def examples_for_head(model, source: str, items, direction: str, default_layer: int, default_head: int, result_key: str,
                       sink_aware: bool = False) -> None:
     cols = st.columns(2)
-    # One pair of inputs per direction, so each starts on its own best head, or on a link's head; seeded
-    # through the state (not `value=`), since a click on a grid sets them too (head_grid).
+    # One pair of inputs per direction, so each starts on its own best head (again for new scores), or on a
+    # link's head; seeded through the state (not `value=`), since a click on a grid sets them too (head_grid).
+    fresh = st.session_state.get(f"_finder_scores_{direction}") != result_key
+    st.session_state[f"_finder_scores_{direction}"] = result_key
     for key, url_key, default, limit in ((f"finder_layer_{direction}", "layer", default_layer, model.info.n_layers),
                                          (f"finder_head_{direction}", "head", default_head, model.info.n_heads)):
         linked = url_value(url_key)
-        if key not in st.session_state or not 0 <= st.session_state[key] < limit:
-            st.session_state[key] = linked if linked is not None and 0 <= linked < limit else default
+        if linked is not None and 0 <= linked < limit:
+            st.session_state[key] = linked
+        elif fresh or key not in st.session_state or not 0 <= st.session_state[key] < limit:
+            st.session_state[key] = default
     layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, key=f"finder_layer_{direction}")
     head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, key=f"finder_head_{direction}")
     write_url(layer=layer, head=head)
