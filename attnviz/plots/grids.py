@@ -17,12 +17,27 @@ VALUE_FONT_PX = 11
 
 
 def value_format(z: np.ndarray) -> str:
-    """The d3 format of a grid's cell values: two decimals where every nonzero |value| is at least 0.1, else two
-    significant digits (".2r": 0.85, 0.12, 0.0052), so small values stay apart instead of all reading 0.00 as
-    MiniLM's scan did (0.0005 to 0.12)."""
+    """How a grid's cells print: ".2f" (two decimals) where every nonzero |value| is at least 0.1, else ".2g" (two
+    significant digits: 0.85, 0.12, 0.0052), so small values stay apart instead of all reading 0.00 as MiniLM's
+    scan did (0.0005 to 0.12). `cell_texts` applies it."""
     finite = np.abs(z[np.isfinite(z)])
     nonzero = finite[finite > 0]
-    return ".2f" if nonzero.size == 0 or nonzero.min() >= 0.1 else ".2r"
+    return ".2f" if nonzero.size == 0 or nonzero.min() >= 0.1 else ".2g"
+
+
+SMALLEST_PRINTED = 1e-4  # below this a cell prints as 0 (float noise such as 9.3e-15 would print 16 digits)
+
+
+def cell_texts(z: np.ndarray, fmt: str) -> list[list[str]]:
+    """Each cell's printed value under `fmt` (value_format); NaN prints nothing."""
+    def one(v: float) -> str:
+        if not np.isfinite(v):
+            return ""
+        if fmt == ".2g" and abs(v) < SMALLEST_PRINTED:
+            return "0"
+        return format(float(v), fmt)
+
+    return [[one(v) for v in row] for row in z]
 
 
 def score_grid(
@@ -40,7 +55,7 @@ def score_grid(
     `best` (layer, head) is outlined; None outlines the highest score (first on ties, NaN ignored),
     so the head a reader should look at is found without scanning the numbers. `diverging` is for signed
     quantities (the importance scan): a blue-white-red scale centred at 0 over [-m, m], m = max |value|
-    (zmin, zmax and colorscale are then not used). Values are printed at VALUE_FONT_PX with `value_format`,
+    (zmin, zmax and colorscale are then not used). Values are printed at VALUE_FONT_PX (`cell_texts`),
     or shown on hover only past MAX_PRINTED_HEADS heads (`layout.meta.values`). One invisible point per
     cell carries (layer, head) in customdata: a click on it is what st.plotly_chart's selection returns
     (a heatmap cell gives none, streamlit issue 8760).
@@ -60,7 +75,8 @@ def score_grid(
     fmt = value_format(z)
     printed = n_heads <= MAX_PRINTED_HEADS
     fig = go.Figure(go.Heatmap(
-        z=z, zmin=zmin, zmax=zmax, colorscale=scale, texttemplate=f"%{{z:{fmt}}}" if printed else "",
+        z=z, zmin=zmin, zmax=zmax, colorscale=scale, text=cell_texts(z, fmt) if printed else None,
+        texttemplate="%{text}" if printed else "",
         textfont={"size": VALUE_FONT_PX}, hovertemplate="L%{y} H%{x}<br>%{z:.4g}<extra></extra>",
         hoverongaps=False, **({"zmid": 0.0} if diverging else {}),
     ))

@@ -162,7 +162,7 @@ def view_options(trace):
                                   ("first_aside", "first_aside", False)):
         seed_from_url(key, default, url_key)
     causal = bool(trace.metadata.get("causal"))
-    cols = st.columns(5 if causal else 4)
+    cols = st.columns(4)
     level = cols[0].radio(t("level"), LEVELS, key="level", horizontal=True,
                           format_func={v: t(f"level_{v}") for v in LEVELS}.get)
     why_not = (t("hide_special_word_level") if level == "word"
@@ -176,7 +176,7 @@ def view_options(trace):
                                 placeholder=t("choose_option"))
     first_aside = False
     if causal:  # a decoder's first token is its attention sink (docs/architecture.md, "The first-token sink")
-        first_aside = cols[4].toggle(t("first_aside"), key="first_aside", help=t("first_aside_help"))
+        first_aside = st.toggle(t("first_aside"), key="first_aside", help=t("first_aside_help"))  # its own row
         first_token_line(trace, first_aside)
     write_url(level=level if level != "token" else None, hide=hide_special or None,
               scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None,
