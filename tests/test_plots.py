@@ -285,7 +285,7 @@ def test_head_view_opacity_grows_with_weight():
 def test_score_grid_outlines_best_and_writes_values():
     scores = np.array([[0.1, 0.2, 0.3], [0.9, 0.4, np.nan]])
     fig = plots.score_grid(scores, "subject-verb")
-    assert fig.data[0].texttemplate and "z" in fig.data[0].texttemplate
+    assert fig.data[0].texttemplate == "%{text}" and fig.data[0].text[1][0] == "0.90"  # each value in its cell
     (rect,) = fig.layout.shapes
     assert (rect.x0, rect.x1, rect.y0, rect.y1) == (-0.5, 0.5, 0.5, 1.5)
     (rect,) = plots.score_grid(scores, "x", best=(0, 2)).layout.shapes
