@@ -176,7 +176,9 @@ def view_options(trace):
                                 placeholder=t("choose_option"))
     first_aside = False
     if causal:  # a decoder's first token is its attention sink (docs/architecture.md, "The first-token sink")
-        first_aside = st.toggle(t("first_aside"), key="first_aside", help=t("first_aside_help"))  # its own row
+        alone = len(trace.tokens) < 2  # nothing would be left to show
+        first_aside = st.toggle(t("first_aside"), key="first_aside", disabled=alone,  # a row of its own
+                                help=t("first_aside_alone") if alone else t("first_aside_help")) and not alone
         first_token_line(trace, first_aside)
     write_url(level=level if level != "token" else None, hide=hide_special or None,
               scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None,
