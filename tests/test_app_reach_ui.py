@@ -183,8 +183,9 @@ def explore_grids():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"text": SHORT})
     at.run()
-    finish_jobs(at.button(key="detectors_run").click().run())
-    finish_jobs(at.button(key="ablation_scan_run").click().run())
+    for key in ("detectors_run", "ablation_scan_run"):  # another test of this process may have run them
+        if [b for b in at.button if b.key == key]:
+            finish_jobs(at.button(key=key).click().run())
     assert_clean(at)
     return at
 
