@@ -46,12 +46,13 @@ def profile_table(at: AppTest):
 
 
 def test_a_decoder_can_set_its_first_token_aside_and_reports_the_first_token_share(smollm):
-    from attnviz.analysis.sink import first_token_aside, first_token_share
-
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"model": SMOLLM, "text": TEXT, "layer": "5", "head": "2"})
     at.run()
     assert_clean(at)
+    assert [w for w in at.toggle if w.key == "first_aside"], "no 'Set the first token aside' option"
+    from attnviz.analysis.sink import first_token_aside, first_token_share
+
     trace = smollm.run(TEXT)
     share = first_token_share(trace.attentions)
     assert share.share_above > 0.5  # SmolLM2: most heads are sinks on this sentence
@@ -125,8 +126,6 @@ def test_a_link_opens_in_its_language_and_placeholders_are_translated():
 
 
 def test_rollout_draws_one_map_per_layer_with_the_head_choice_off_and_its_own_profile(minilm):
-    from attnviz.analysis.profile import profile_map
-
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"text": SHORT, "layer": "2", "head": "4", "lens": "rollout"})
     at.run()
@@ -138,6 +137,8 @@ def test_rollout_draws_one_map_per_layer_with_the_head_choice_off_and_its_own_pr
     assert any("one map per layer" in c.value and "one column" in c.value for c in at.caption)
     head = at.selectbox(key="head")
     assert head.disabled and head.value == 4 and "one map per layer" in head.help
+    from attnviz.analysis.profile import profile_map
+
     trace = minilm.run(SHORT)
     rolled = lenses.rollout(trace.attentions)[2]
     stats = profile_map(trace, rolled)
@@ -227,13 +228,14 @@ def test_head_finder_and_translate_grids_are_clickable_and_builtin_scores_are_sh
 
 
 def test_the_untrained_translation_model_decodes_a_few_tokens_and_offers_a_readable_example():
-    from attnviz.ui.translate import EXAMPLE_TARGET
-    from attnviz.workbench.translate import UNTRAINED_NEW_TOKENS
-
     at = AppTest.from_file(TRANSLATE, default_timeout=TIMEOUT).run()
     assert_clean(at)
     rows = chart(at, "translate_head_view")["data"][0]["y"]
-    assert 1 < len(rows) <= UNTRAINED_NEW_TOKENS + 1  # the start token, then at most 8 decoded (64 before)
+    assert 1 < len(rows) <= 8 + 1  # the start token, then at most 8 decoded (64 before)
+    from attnviz.ui.translate import EXAMPLE_TARGET
+    from attnviz.workbench.translate import UNTRAINED_NEW_TOKENS
+
+    assert UNTRAINED_NEW_TOKENS == 8
     assert chart(at, "translate_mosaic")["layout"]["height"] < 1200  # 2,000 px before
     assert any(f"at most {UNTRAINED_NEW_TOKENS} tokens" in c.value for c in at.caption)
     at.button(key="translate_use_example").click().run()
