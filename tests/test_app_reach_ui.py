@@ -212,6 +212,9 @@ def test_head_finder_and_translate_grids_are_clickable_and_builtin_scores_are_sh
 
     workbench().views.clear()  # an earlier test of this process may have shared these scores already
     first = AppTest.from_file(FINDER, default_timeout=TIMEOUT).run()
+    assert [b for b in first.button if b.key == "run_probe"], ([e.value for e in first.exception],
+                                                                [e.value for e in first.error],
+                                                                [c.value for c in first.caption][:5])
     finish_jobs(first.button(key="run_probe").click().run())
     assert_clean(first)
     assert clickable(first, "score_grid_source_to_target") and clickable(first, "score_grid_target_to_source")

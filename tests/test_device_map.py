@@ -179,12 +179,11 @@ def test_bad_combinations_are_refused(tiny_llama, tmp_path):
 
 
 def test_smollm2_split_across_cpu_and_disk_equals_the_unsplit_model(smollm, tmp_path):
-    """The real model: 300 MB of CPU for about 540 MB of float32 weights, the rest offloaded to disk; and
-    a host limit of 1.0 GB, under the unsplit load's peak (module and dequantized checkpoint, ~1.08 GB)."""
+    """The real model: 300 MB of CPU for about 540 MB of float32 weights, the rest offloaded to disk. (A split
+    load still reads the checkpoint whole, so since the plain load takes the checkpoint's tensors as its own
+    parameters, a split saves no host memory while loading: only after it.)"""
     require_offline(SMOLLM)
-    with pytest.raises(ModelTooLarge):
-        attnviz.load(SMOLLM, memory_limit=int(1.0e9))
-    split = attnviz.load(SMOLLM, memory_limit=int(1.0e9), device_map="auto",
+    split = attnviz.load(SMOLLM, device_map="auto",
                          max_memory={"cpu": "300MB", "disk": "2GB"}, offload_folder=tmp_path)
     device_map = split.module.hf_device_map
     on_disk = [name for name, device in device_map.items() if device == "disk"]

@@ -50,7 +50,8 @@ def test_too_large_hub_model_is_refused_from_its_config_before_download(monkeypa
     bench = Workbench(budget=16_000_000_000)
     with pytest.raises(OverBudget) as refused:
         shelf.load_model(bench, AppSource("someone/llama-7b", "someone/llama-7b", from_hub=True))
-    assert refused.value.need > 50e9 and refused.value.budget == 16e9
+    # float32 (27 GB of weights) does not fit, so bfloat16 is tried (13.5 GB) and does not either
+    assert refused.value.need > 30e9 and refused.value.budget == 16e9
     assert bench.reserved == 0 and len(bench.models) == 0
 
 

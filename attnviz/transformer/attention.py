@@ -32,10 +32,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
         scores = scale * q.k (+ bias);  scores = cap * tanh(scores / cap) if softcap;  + mask;  softmax
 
     q [B, H, T, D]; k, v [B, K, S, D] with K dividing H: query head h reads KV head h // (H / K). For
-    GQA and MQA (K < H) the n_rep = H / K query heads of a group are stacked into one [n_rep * T, D]
-    matrix per KV head and multiplied with that head's keys, and the probabilities with its values, in
-    one batched matmul each: no [B, H, S, D] copy of the keys and values (`repeat_kv`, HF eager's way),
-    whose memory traffic made GQA as slow as MHA; the result differs from HF eager only by rounding.
+    GQA (1 < K < H) the n_rep = H / K query heads of a group are stacked into one [n_rep * T, D] matrix
+    per KV head and multiplied with that head's keys, and the probabilities with its values, in one
+    batched matmul each: no [B, H, S, D] copy of the keys and values (`repeat_kv`, HF eager's way), whose
+    memory traffic made GQA's decoding steps as slow as MHA's; MQA's one KV head is broadcast by matmul.
+    The result differs from HF eager only by rounding.
     `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). `bias` is an additive score
     term broadcastable to [B, H, T, S] (ALiBi's slopes, T5's position buckets). `sinks` [H] are learned
     logits that join each row's softmax denominator and are dropped after it (gpt-oss), so a row of
@@ -48,8 +49,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
     groups = k.shape[1]
     # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
     # the result is bit-identical to scaling the scores.
-    grouped_q = (q * scale).reshape(b, groups, (h // groups) * t, d)  # B, K, n_rep*T, D
-    scores = torch.matmul(grouped_q, k.transpose(-2, -1)).view(b, h, t, -1)  # B, H, T, S
+    # GQA stacks each group's query heads; MHA (K = H) and MQA (K = 1, broadcast by matmul) need no stacking,
+    # and for MQA the plain broadcast measured as fast or faster (benchmarks/bench_forward.py).
+    grouped = 1 < groups < h
+    scaled = q * scale
+    if grouped:
+        scaled = scaled.reshape(b, groups, (h // groups) * t, d)  # B, K, n_rep*T, D
+    scores = torch.matmul(scaled, k.transpose(-2, -1)).view(b, h, t, -1)  # B, H, T, S
     if bias is not None:
         scores = scores + bias
     if softcap is not None:
@@ -73,8 +79,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
         if probs_out is not None:
             probs = probs_out.copy_(probs)
-    context = torch.matmul(probs.reshape(b, groups, -1, probs.shape[-1]), v)  # B, K, n_rep*T, D
-    return context.view(b, h, t, d), probs  # B, H, T, D
+    if grouped:
+        context = torch.matmul(probs.reshape(b, groups, -1, probs.shape[-1]), v)  # B, K, n_rep*T, D
+        return context.view(b, h, t, d), probs  # B, H, T, D
+    return torch.matmul(probs, v), probs  # B, H, T, D
 
 
 class MultiHeadAttention(nn.Module):
