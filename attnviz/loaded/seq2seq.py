@@ -77,8 +77,8 @@ class LoadedSeq2Seq:
         # (the final </s> is predicted, never read). Its display tokens are the target's, shifted alike.
         n = len(labels)
         decoder_ids = [self.config.decoder_start_token_id, *labels[: n - 1]]
-        start_label = self.tokenizer.pad if self.config.decoder_start_token_id == self.tokenizer.vocab.get(
-            self.tokenizer.pad) else str(self.config.decoder_start_token_id)
+        start = self.config.decoder_start_token_id
+        start_label = self.tokenizer.id_to_token(start) or str(start)
         tokens = [start_label, *target.tokens[: n - 1]]
         offsets = [(0, 0), *target.offsets[: n - 1]]
         special = [True, *target.special[: n - 1]]
