@@ -354,3 +354,37 @@ def test_run_without_target_decodes_like_hf_generate(folder):
     assert trace.target_text == reference.decode(generated, skip_special_tokens=True)
     for token, (s, e), special in zip(trace.target_tokens, trace.target_offsets, trace.target_special_mask):
         assert special or s == e or trace.target_text[s:e] == token
+
+
+# --- The query-key view's terms: content + T5's position bias = the recorded pre-softmax score. The
+# Translate page has no query-key view, so this is checked at the analysis level (analysis.query_key with
+# LoadedSeq2Seq.score_setup), on each attention kind.
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+def test_query_key_terms_sum_to_the_recorded_t5_scores(kind):
+    from attnviz.analysis.query_key import query_key
+    from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
+
+    module = ours_from(hf_t5(True))
+    loaded = LoadedSeq2Seq(module, None, seq2seq_info(module, "tiny t5", "(test)", "t5", 64))
+    src, mask, tgt = (x[:1] for x in ids_batch(T5_PAD, T5_EOS, T5_PAD))
+    names = ("queries", "keys", "scores")
+    records = {k: Recorder(*names) for k in ("encoder", "decoder", "cross")}
+    with torch.no_grad():
+        module(src, tgt, attention_mask=mask, encoder_record=records["encoder"], decoder_record=records["decoder"],
+               cross_record=records["cross"])
+    record = records[kind]
+    for layer in (0, 1):  # the bias lives in layer 0's table and is added in every layer
+        queries, keys = record.stacked("queries")[layer, 0], record.stacked("keys")[layer, 0]
+        scores = record.stacked("scores")[layer, 0].double().numpy()  # H, T, S
+        for head in (0, 3):
+            setup = loaded.score_setup(layer, head, kind, queries.shape[1], keys.shape[1])
+            assert ("position_bias" in setup) == (kind != "cross") and setup["scale"] == 1.0
+            for position in (0, queries.shape[1] - 1):
+                view = query_key(queries.numpy(), keys.numpy(), module.kv_group, head, position, **setup)
+                seen = view.visible
+                assert np.allclose(view.products.sum(-1)[seen] + view.bias[seen], scores[head, position][seen],
+                                   atol=1e-5)
+                assert np.allclose(view.scores[seen], scores[head, position][seen], atol=1e-5)
+                if kind != "cross":
+                    assert np.abs(view.bias[seen]).max() > 1e-3  # the bias is a real term, not zeros

@@ -7,7 +7,8 @@ parts shows whether a key wins by many small agreements or a few large ones, and
 
 Queries and keys are taken as the model multiplies them: after q/k norms and rotary, and for GQA/MQA the
 key of query head h is KV head kv_group[h]. Where a model adds more to the score, the view adds it too
-and keeps it apart: the head's ALiBi term slope_h * j (BLOOM); Gemma 2's soft-cap, cap * tanh(s / cap),
+and keeps it apart: the head's ALiBi term slope_h * j (BLOOM) or T5's learned relative-position bias
+b_h(bucket(j - i)) (given as the head's [T, S] matrix); Gemma 2's soft-cap, cap * tanh(s / cap),
 applied after the sum (`scores` are then the capped scores, `capped` says so); a layer's window (the
 keys a query may see); gpt-oss's learned sink, a logit in the softmax's denominator with no key (the
 probabilities then sum to 1 - `sink_share`). Pure numpy on arrays recorded by the caller.
@@ -31,7 +32,7 @@ class QueryKeyView:
     keys: np.ndarray  # [S, D] float64
     products: np.ndarray  # [S, D] q[d] * k_j[d] * scale: each key's row sums to its content score
     scores: np.ndarray  # [S] pre-softmax scores (NaN where the query may not look): content + bias, capped
-    bias: np.ndarray  # [S] the score's position term (ALiBi's slope * j), 0 for most models
+    bias: np.ndarray  # [S] the score's position term (ALiBi's slope * j, T5's bucket bias), 0 for most models
     positive: np.ndarray  # [S] sum of the positive products (/ sqrt(D))
     negative: np.ndarray  # [S] sum of the negative products (/ sqrt(D)), <= 0
     visible: np.ndarray  # [S] bool: the keys the query may attend to
@@ -46,13 +47,14 @@ class QueryKeyView:
 
 def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal: bool = False,
               scale: float | None = None, window: int | None = None, softcap: float | None = None,
-              slope: float | None = None, sink: float | None = None) -> QueryKeyView:
+              slope: float | None = None, sink: float | None = None, position_bias=None) -> QueryKeyView:
     """The view for `head` and query position `query`, from one layer's queries [H, T, D] and keys
     [K, S, D]. `causal` hides keys after the query (aligned at the end when keys include a prefix);
     `window` hides keys beyond a sliding window (causal: the last `window` keys; otherwise keys more than
     window // 2 away, ModernBERT's band); `scale` defaults to 1 / sqrt(D), the kernel's; `slope` is the
-    head's ALiBi slope, `softcap` the score cap, `sink` the head's learned sink logit (see the module
-    docstring)."""
+    head's ALiBi slope, `softcap` the score cap, `sink` the head's learned sink logit, `position_bias` the
+    head's [T, S] position term of every query and key (T5), of which the query's row is taken (see the
+    module docstring)."""
     q_all, k_all = np.asarray(queries, dtype=np.float64), np.asarray(keys, dtype=np.float64)
     if q_all.ndim != 3 or k_all.ndim != 3 or q_all.shape[-1] != k_all.shape[-1]:
         raise ValueError(f"queries must be [H, T, D] and keys [K, S, D], got {q_all.shape} and {k_all.shape}")
@@ -78,6 +80,11 @@ def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal:
         visible &= (keys_at > at - window) if causal else (np.abs(keys_at - at) <= window // 2)
     products = q[None, :] * k * scale  # S, D
     bias = np.zeros(n_keys) if slope is None else slope * keys_at.astype(np.float64)
+    if position_bias is not None:
+        matrix = np.asarray(position_bias, dtype=np.float64)
+        if matrix.shape != (n_queries, n_keys):
+            raise ValueError(f"position_bias must be [T, S] = {(n_queries, n_keys)}, got {matrix.shape}")
+        bias = bias + matrix[query]
     total = products.sum(axis=-1) + bias
     if softcap is not None:
         total = softcap * np.tanh(total / softcap)
