@@ -1,4 +1,4 @@
-"""The GPU path, checked: parity with HF eager, bfloat16 drift, speed and device choice, on one device.
+"""The GPU path, checked: parity with HF eager, bfloat16 drift, speed and device choice; models split by a device map.
 
     python scripts/gpu_check.py [--out DIR]                # a CUDA machine: one command, under ~4 minutes
     python scripts/gpu_check.py --device cpu --quick       # dry run anywhere (add --tiny-only: seconds)
@@ -7,7 +7,10 @@
    device, on tiny random models of every family and on the two offline pretrained models, padded batch included;
 2. bfloat16: ours vs HF eager, both bf16, and each vs the float32 reference (measured, no bound: NaN fails);
 3. model.run vs HF eager (tokenize + forward + attentions to numpy), synchronized, median of pairs;
-4. `device=None` picks cuda when CUDA is there.
+4. `device=None` picks cuda when CUDA is there;
+5. models split by accelerate (device_map) equal the same model on one device (max |Δ| <= 1e-6): on CPU + disk
+   (--device cpu), on the GPU + CPU + disk, and, where there are two GPUs or more, across two GPUs (a
+   message says it is skipped otherwise), each layer's attention recorded where it runs and gathered on one device.
 Prints tables and a final PASS/FAIL line; exit 0 pass, 1 fail, 2 when --device cuda has no CUDA.
 """
 
@@ -19,6 +22,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,12 +35,13 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import attnviz  # noqa: E402
-from attnviz.loading import build_module, hf, pick_device  # noqa: E402
+from attnviz.loading import build_module, hf, pick_device, split  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
 from attnviz.reference.bench import text_of_length  # noqa: E402
 from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
+SPLIT_TOL = 1e-6  # a split moves weights, not numbers: the same kernels on the same kind of device
 PRETRAINED = ["sentence-transformers/all-MiniLM-L6-v2", "HuggingFaceTB/SmolLM2-135M-Instruct"]
 TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -171,6 +176,66 @@ def bench(model, reference, device, lengths, repeats, warmup):
     return rows
 
 
+def split_maps(device):
+    """(label, device_map, max_memory for SmolLM2) of section 5 on this machine, and a note on what is skipped.
+    The tiny model takes the dict maps (every placement, deterministically); SmolLM2 takes accelerate's own."""
+    if device == "cpu":
+        tiny = {"token_embedding": "cpu", "blocks.0": "cpu", "blocks.1": "disk", "final_norm": "disk",
+                "lm_head": "disk"}
+        return [("cpu+disk", tiny, "auto", {"cpu": "300MB", "disk": "4GB"})], None
+    maps = [("cuda:0+cpu+disk", {"token_embedding": 0, "blocks.0": "cpu", "blocks.1": "disk", "final_norm": 0,
+                                 "lm_head": 0}, "auto", {0: "300MB", "cpu": "200MB", "disk": "4GB"})]
+    if torch.cuda.device_count() < 2:
+        return maps, f"multi-GPU split skipped: {torch.cuda.device_count()} GPU here, it needs two or more"
+    maps.append(("cuda:0+cuda:1", {"token_embedding": 0, "blocks.0": 0, "blocks.1": 1, "final_norm": 1, "lm_head": 1},
+                 "balanced", None))
+    return maps, None
+
+
+@torch.inference_mode()
+def split_row(name, label, split_module, whole, ids, mask, device):
+    """One section-5 row: the split module against the whole one on `device`, on a padded batch."""
+    main = split.main_device(split_module.hf_device_map)
+    main = torch.device("cuda", main) if isinstance(main, int) else torch.device(main)
+    out = split_module(ids.to(main), mask.to(main), with_logits=False)
+    ref = whole(ids.to(device), mask.to(device), with_logits=False)
+    attn, hidden = max_diffs((out.attentions.float().cpu(), out.hidden.float().cpu()),
+                             (ref.attentions.float().cpu(), ref.hidden.float().cpu()), mask)
+    devices = sorted({str(d) for d in split_module.hf_device_map.values()})
+    one_device = out.attentions.device == main
+    ok = attn <= SPLIT_TOL and hidden <= SPLIT_TOL and one_device
+    print(f"{name:38s} {label:16s} {','.join(devices):24s} {attn:11.2e} {hidden:11.2e}  {_flag(ok)}")
+    return {"model": name, "split": label, "devices": devices, "attention": attn, "hidden": hidden,
+            "gathered_on": str(out.attentions.device), "ok": ok}
+
+
+def split_check(device, loaded, results):
+    maps, skipped = split_maps(device)
+    factory = DECODERS["llama-gqa"]
+    reference = hf_model(factory)
+    config, weights = reference.config.to_dict(), reference.state_dict()
+    whole = build_module(config, dict(weights)).to(device).eval()
+    ids, mask, _ = batch(0)
+    for label, tiny_map, auto, max_memory in maps:
+        with tempfile.TemporaryDirectory() as folder:
+            plan = split.plan(config, tiny_map, None, folder, torch.float32)
+            module = split.materialize(plan, config, dict(weights))
+            results["split"].append(split_row("tiny/llama-gqa", label, module, whole, ids, mask, device))
+            del module
+            for model, _ in loaded:
+                if not model.config.causal:
+                    continue
+                split_model = attnviz.load(model.info.name, device_map=auto, max_memory=max_memory,
+                                           offload_folder=folder)
+                ids2, mask2, _ = padded(model, [model.encode(t) for t in TEXTS])
+                results["split"].append(split_row(model.info.name, label, split_model.module, model.module,
+                                                  ids2, mask2, device))
+                del split_model
+    if skipped:
+        print(f"({skipped})")
+    results["split_skipped"] = skipped
+
+
 def _flag(ok) -> str:
     return {True: "PASS", False: "FAIL", None: "n/a"}[ok]
 
@@ -195,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     lengths, repeats, warmup = ((16, 64), 2, 1) if args.quick else ((16, 64, 256, 512), 10, 3)
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     results = {"device": device, "gpu": gpu, "torch": torch.__version__, "transformers": transformers.__version__,
-               "quick": args.quick, "tiny_only": args.tiny_only, "parity": [], "bfloat16": [], "bench": []}
+               "quick": args.quick, "tiny_only": args.tiny_only, "parity": [], "bfloat16": [], "bench": [],
+               "split": []}
     print(f"device {device}{f' ({gpu})' if gpu else ''}, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, TF32 off")
 
@@ -239,7 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n4. [{clock()}] device=None picks {picked!r}" + (f", loads landed on {loaded_on}" if loaded_on else "")
           + ("  (no CUDA here: not applicable)" if ok is None else f"  {_flag(ok)}"))
 
+    print(f"\n5. split by a device map vs one device (bound {SPLIT_TOL:g}) [{clock()}]")
+    print(f"{'model':38s} {'split':16s} {'devices':24s} {'|Δ attn|':>11s} {'|Δ hidden|':>11s}")
+    split_check(device, loaded, results)
+
     failed = [f"parity {r['model']} {r['input']}" for r in results["parity"] if not r["ok"]]
+    failed += [f"split {r['model']} {r['split']}" for r in results["split"] if not r["ok"]]
     failed += [f"bfloat16 {r['model']} (NaN)" for r in results["bfloat16"] if not r["ok"]]
     failed += ["device=None"] if ok is False else []
     results.update(passed=not failed, failed=failed, seconds=round(time.perf_counter() - started, 1))

@@ -50,6 +50,8 @@ def test_cpu_dry_run_on_tiny_models_passes(gpu_check, global_settings_restored, 
         assert all(math.isfinite(d) for key in ("ours16_hf16", "ours16_fp32", "hf16_fp32") for d in row[key])
         assert 0 < row["ours16_fp32"][0] < 0.1
     assert result["bench"] == []  # --tiny-only: no pretrained model, no benchmark
+    assert [(r["model"], r["split"]) for r in result["split"]] == [("tiny/llama-gqa", "cpu+disk")]
+    assert all(r["ok"] and r["attention"] <= 1e-6 and r["gathered_on"] == "cpu" for r in result["split"])
 
 
 def test_cuda_asked_without_cuda_exits_2(gpu_check, monkeypatch, capsys):

@@ -111,6 +111,13 @@ def test_only_loading_hf_imports_transformers():
     assert users == {"loading/hf.py"}
 
 
+def test_only_loading_imports_accelerate():
+    """Models split by accelerate (loading/split.py): the loaded module carries hooks, but no layer above
+    loading calls accelerate itself."""
+    users = {m for m, names in modules().items() if any(top(n) == "accelerate" for n in names)}
+    assert users and all(m.startswith("loading/") for m in users), users
+
+
 def test_only_ui_imports_streamlit_and_ui_imports_no_torch():
     streamlit_users = {m for m, names in modules().items() if any(top(n) == "streamlit" for n in names)}
     assert all(m.startswith("ui/") for m in streamlit_users), streamlit_users

@@ -123,8 +123,9 @@ class LoadedModel:
         if self.module.lm_head is None:
             raise ValueError("this model has no language-model head (encoders do not predict next tokens)")
         weight = self.module.lm_head.weight
-        # A copy: the app's traces are shared read-only arrays, which torch will not wrap.
-        hidden = torch.tensor(trace.hidden[position], device=weight.device, dtype=weight.dtype)
+        # A copy: the app's traces are shared read-only arrays, which torch will not wrap. The input device is
+        # the model's (info.device): in a split model the weight itself may be offloaded (on "meta").
+        hidden = torch.tensor(trace.hidden[position], device=self.info.device, dtype=weight.dtype)
         probs = torch.softmax(self.module.unembed(hidden).float(), dim=-1)  # V
         top = probs.topk(k)
         ids = top.indices.tolist()
@@ -162,13 +163,8 @@ class LoadedModel:
         return {name: tensor.float().cpu().numpy() for name, tensor in tensors.items()}
 
     def score_setup(self, layer: int, head: int) -> dict:
-        """How layer `layer`'s head `head` turns q.k into a score, as plain numbers for the query-key view
-        (analysis.query_key's keyword arguments): scale, window, soft-cap, ALiBi slope, learned sink."""
-        attn, config = self.module.blocks[layer].attn, self.config
-        slopes, sinks = self.module.slopes, attn.sinks
-        return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
-                "softcap": attn.softcap, "slope": None if slopes is None else float(slopes[head]),
-                "sink": None if sinks is None else float(sinks[head].detach())}
+        """How a head turns q.k into a score (Transformer.score_setup), for the query-key view."""
+        return self.module.score_setup(layer, head)
 
     @torch.inference_mode()
     def forward_encodings(self, encodings, with_logits: bool = True, record: Recorder | None = None) -> ForwardOutput:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import torch
 
 from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.registry import CONVERTERS, converter_for
-from attnviz.loading.size import ModelTooLarge, load_bytes
+from attnviz.loading.size import ModelTooLarge, check_split, checkpoint_bytes, load_bytes, parameter_count
 from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -29,14 +30,19 @@ def pick_device(device: str | None = None) -> str:
 
 
 def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None, *,
-         from_hub: bool = False, memory_limit: int | None = None) -> LoadedModel:
+         from_hub: bool = False, memory_limit: int | None = None, device_map=None, max_memory: dict | None = None,
+         offload_folder=None) -> LoadedModel:
     """Load `source` (hub id, local directory or .gguf file) into our from-scratch model.
 
     progress: optional callable(stage: str), told what is happening (download, conversion, ...).
     from_hub: `source` is a hub id even where a local folder of that name exists (the app's rule).
-    memory_limit: bytes the load may take (default: the machine's available memory); a model estimated
+    memory_limit: host bytes the load may take (default: the machine's available memory); a model estimated
     to need more, from its config and weight-file headers, is refused with ModelTooLarge before any
     weight is read.
+    device_map, max_memory, offload_folder: from_pretrained's, split by accelerate (attnviz.loading.split):
+    device_map "auto", "balanced", "balanced_low_0", "sequential", a device, a GPU index or a dict
+    {module name: device}; max_memory {0: "20GiB", "cpu": "8GB", "disk": "100GB"}; offload_folder, where
+    weights the map sends to disk go. A model that fits nowhere is refused with ModelTooLarge first.
     """
     from attnviz.loading import hf  # transformers is imported only when a model is loaded
 
@@ -47,22 +53,44 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
         raise ValueError("give a model: a hub id, a local directory or a .gguf file")
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
+    if device_map is None and (max_memory is not None or offload_folder is not None):
+        raise ValueError("max_memory and offload_folder go with a device_map (e.g. device_map='auto')")
+    if device_map is not None and device is not None:
+        raise ValueError("give either device or device_map, not both")
     torch_dtype = _dtype(dtype)
     location = hf.locate(source.strip() if from_hub else resolve_source(source.strip()), progress, from_hub)
     limit = available_memory() if memory_limit is None else memory_limit
+    limit_what = "available memory" if memory_limit is None else "memory allowed"
+    planned = []  # the split, planned from the config before the weights are read
 
     def check_size(hf_config: dict) -> None:
         converter_for(hf_config)  # an architecture we cannot convert is refused before any weight is read
-        need = load_bytes(hf_config, location, torch_dtype)
-        if need > limit:
-            raise ModelTooLarge(need, limit, "available memory" if memory_limit is None else "memory allowed")
+        if device_map is None:
+            need = load_bytes(hf_config, location, torch_dtype)
+            if need > limit:
+                raise ModelTooLarge(need, limit, limit_what)
+            return
+        from attnviz.loading import split
+
+        held = checkpoint_bytes(location)
+        held = parameter_count(hf_config) * 4 if held is None else held
+        plan = split.plan(hf_config, device_map, max_memory, offload_folder, torch_dtype, host_reserved=held)
+        on_host = plan.bytes_by_device.get("cpu", 0)
+        check_split(plan.bytes_by_device, plan.capacity, held + on_host, limit, limit_what)
+        planned.append(plan)
 
     checkpoint = hf.read_checkpoint(location, progress, before_weights=check_size)
     progress("converting weights")
-    module = build_module(checkpoint.config, checkpoint.tensors)
+    if planned:
+        from attnviz.loading import split
+
+        module = split.materialize(planned[0], checkpoint.config, checkpoint.tensors)
+        device = planned[0].device_type
+    else:
+        module = build_module(checkpoint.config, checkpoint.tensors)
+        device = pick_device(device)
+        module = module.to(device=device, dtype=torch_dtype).eval()
     config = module.config
-    device = pick_device(device)
-    module = module.to(device=device, dtype=torch_dtype).eval()
     if isinstance(module, EncoderDecoder):  # a translation model (Marian): its own run() and trace
         from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
 
@@ -72,6 +100,8 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
         return LoadedSeq2Seq(module, checkpoint.tokenizer, info)
     info = ModelInfo.describe(module, source, checkpoint.path, checkpoint.config["model_type"],
                               _token_limit(max_tokens, config, checkpoint))
+    if planned:  # a split module's first weight may sit on "meta" (offloaded): inputs go to the main device
+        info = dataclasses.replace(info, device=device)
     progress("ready")
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
 

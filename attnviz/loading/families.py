@@ -23,6 +23,16 @@ FAMILIES = [
     Family("Llama, Mistral, Qwen2", ("llama", "mistral", "qwen2"),
            "GQA, rotary (llama3 scaling), Mistral's sliding window",
            "HuggingFaceTB/SmolLM2-135M-Instruct, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B"),
+    Family("Gemma", ("gemma",), "MQA (2B) or MHA (7B), rotary, (1 + w) RMSNorm, GeGLU, embeddings × √d",
+           "google/gemma-2b, google/gemma-7b"),
+    Family("Gemma 2", ("gemma2",), "GQA, sliding/full alternation, score and logit soft-caps, "
+           "query_pre_attn_scalar, sandwich norms", "google/gemma-2-2b, google/gemma-2-9b"),
+    Family("Gemma 3 (text)", ("gemma3_text", "gemma3"), "GQA/MQA, q/k RMSNorm, 5 sliding : 1 full, local rotary base, "
+           "sandwich norms", "google/gemma-3-270m (offline preset), google/gemma-3-1b-pt"),
+    Family("Qwen3", ("qwen3",), "GQA, per-head q/k RMSNorm, optional sliding layers", "Qwen/Qwen3-0.6B"),
+    Family("OLMo 2", ("olmo2",), "MHA, q/k RMSNorm over the projection, norms after each sublayer",
+           "allenai/OLMo-2-0425-1B"),
+    Family("SmolLM3", ("smollm3",), "GQA, NoPE layers (every 4th without rotary)", "HuggingFaceTB/SmolLM3-3B"),
     Family("Phi-3, Phi-4", ("phi3",), "GQA, fused qkv, rotary (LongRoPE; partial on Phi-4-mini), sliding window",
            "microsoft/Phi-3-mini-4k-instruct, microsoft/Phi-3-mini-128k-instruct, microsoft/Phi-4-mini-instruct"),
     Family("Mixtral", ("mixtral",), "GQA, rotary, sliding window; mixture-of-experts MLP (top-2 of 8)",

@@ -10,6 +10,7 @@ from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.bloom import bloom_config, convert_bloom
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.families import supported_list
+from attnviz.loading.gemma import convert_gemma, gemma_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
 from attnviz.loading.gpt_neo import convert_gpt_neo, gpt_neo_config
 from attnviz.loading.gpt_neox import convert_gpt_neox, gpt_neox_config
@@ -17,9 +18,12 @@ from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
 from attnviz.loading.mixtral import convert_mixtral, mixtral_config
+from attnviz.loading.olmo2 import convert_olmo2, olmo2_config
 from attnviz.loading.opt import convert_opt, opt_config
 from attnviz.loading.phi import convert_phi, phi_config
 from attnviz.loading.phi3 import convert_phi3, phi3_config
+from attnviz.loading.qwen3 import convert_qwen3, qwen3_config
+from attnviz.loading.smollm3 import convert_smollm3, smollm3_config
 from attnviz.loading.t5 import convert_t5, t5_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
@@ -41,6 +45,13 @@ CONVERTERS: dict[str, Converter] = {
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),
     "qwen2": Converter(llama_config, convert_llama),
+    "gemma": Converter(gemma_config, convert_gemma),
+    "gemma2": Converter(gemma_config, convert_gemma),
+    "gemma3_text": Converter(gemma_config, convert_gemma),
+    "gemma3": Converter(gemma_config, convert_gemma),  # the multimodal wrapper, read as its text part
+    "qwen3": Converter(qwen3_config, convert_qwen3),
+    "olmo2": Converter(olmo2_config, convert_olmo2),
+    "smollm3": Converter(smollm3_config, convert_smollm3),
     "phi3": Converter(phi3_config, convert_phi3),
     "mixtral": Converter(mixtral_config, convert_mixtral),
     "gpt_oss": Converter(gpt_oss_config, convert_gpt_oss),

@@ -21,10 +21,10 @@ FLOAT32_BYTES = 4
 
 
 class ModelTooLarge(ValueError):
-    def __init__(self, need: int, limit: int, what: str = "available memory") -> None:
+    def __init__(self, need: int, limit: int, what: str = "available memory", hint: str = "") -> None:
         self.need, self.limit = need, limit
         super().__init__(f"loading this model needs about {need / 1e9:.1f} GB, more than the {limit / 1e9:.1f} GB "
-                         f"of {what}")
+                         f"of {what}" + (f"; {hint}" if hint else ""))
 
 
 def parameter_count(hf_config: dict) -> int:
@@ -51,6 +51,34 @@ def load_bytes(hf_config: dict, location: Path | None = None, dtype: torch.dtype
     held = checkpoint_bytes(location) if location is not None else None
     return n_parameters * torch.tensor([], dtype=dtype).element_size() + (
         n_parameters * FLOAT32_BYTES if held is None else held)
+
+
+def check_split(bytes_by_device: dict, capacity: dict, host_need: int, host_limit: int,
+                host_what: str = "available memory") -> None:
+    """Refuse, before any weight is read, a split model that fits nowhere.
+
+    bytes_by_device: the module's bytes per device of its device map (GPU index, "cpu", "disk");
+    capacity: what each device offers (max_memory resolved; "disk" only where an offload_folder is given);
+    host_need: host bytes the load holds at its peak (the checkpoint while converting and the CPU part).
+    Admitted: the whole model fits the devices together, each device holds its part, and the host its
+    peak; so a model larger than any one device loads once split."""
+    def names(sizes: dict) -> str:
+        return ", ".join(f"{f'cuda:{d}' if isinstance(d, int) else d} {b / 1e9:.2f} GB" for d, b in sizes.items())
+
+    total, offered = sum(bytes_by_device.values()), sum(capacity.values())
+    no_disk = "" if "disk" in capacity else "nothing can go to disk without an offload_folder"
+    if total > offered:
+        raise ModelTooLarge(total, offered, f"all the devices the device map may use ({names(capacity)})",
+                            no_disk or "give more max_memory")
+    for device, need in bytes_by_device.items():
+        if need > capacity.get(device, 0):
+            name = f"cuda:{device}" if isinstance(device, int) else device
+            hint = no_disk if device == "disk" else f"the device map puts {need / 1e9:.2f} GB on {name}"
+            raise ModelTooLarge(need, capacity.get(device, 0), f"{name} (max_memory or what it has free)",
+                                hint)
+    if host_need > host_limit:
+        raise ModelTooLarge(host_need, host_limit, host_what,
+                            "the host holds the checkpoint while converting, and the CPU part of the map")
 
 
 def _safetensors_bytes(path: Path) -> int:

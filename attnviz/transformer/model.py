@@ -66,13 +66,15 @@ class Transformer(nn.Module):
         # Plain attributes, not buffers: `model.to(bfloat16)` must not round the frequencies (the angles
         # are computed in float32 whatever the model's dtype); forward moves them to the input's device.
         # One rotary per distinct (theta, scaling): Gemma 3's local and global layers have two bases.
-        self.layer_ropes = [c.rope_at(layer) for layer in range(c.n_layers)]
-        self.inv_freq = None  # the first rotary's frequencies (the Learn page and older callers read it)
-        for rope in self.layer_ropes:
-            if rope is not None:
-                self.inv_freq = self._frequencies(rope, 0)[0]
-                break
-        self.slopes = alibi_slopes(c.n_heads) if c.alibi else None
+        # Built on the CPU even where the parameters are built on "meta" (a model split by a device map).
+        with torch.device("cpu"):
+            self.layer_ropes = [c.rope_at(layer) for layer in range(c.n_layers)]
+            self.inv_freq = None  # the first rotary's frequencies (the Learn page and older callers read it)
+            for rope in self.layer_ropes:
+                if rope is not None:
+                    self.inv_freq = self._frequencies(rope, 0)[0]
+                    break
+            self.slopes = alibi_slopes(c.n_heads) if c.alibi else None
 
     def _frequencies(self, rope, seq_len: int):
         theta, scaling = rope
@@ -122,6 +124,14 @@ class Transformer(nn.Module):
         logits = self.lm_head(hidden)
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def score_setup(self, layer: int, head: int) -> dict:
+        """How layer `layer`'s head `head` turns q.k into a score, as plain numbers (analysis.query_key's
+        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit."""
+        attn, config = self.blocks[layer].attn, self.config
+        return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
+                "softcap": attn.softcap, "slope": None if self.slopes is None else float(self.slopes[head]),
+                "sink": None if attn.sinks is None else float(attn.sinks[head].detach())}
 
     def layer_inputs(self, input_ids, attention_mask=None, past: int = 0, positions=None) -> list[LayerInput]:
         """Each layer's mask, rotary and bias for this input (shared between layers that attend alike)."""

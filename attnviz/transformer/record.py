@@ -14,7 +14,9 @@ the names the caller asked for, so a plain run pays for nothing it does not keep
                   projection (Kobayashi et al. 2020), per query head [B, H, S];
 - "head_outputs": each head's context vector before the output projection [B, H, T, D].
 
-Recorded tensors are the forward pass's own (no copies); `stacked(name)` stacks the layers.
+Recorded tensors are the forward pass's own (no copies); `stacked(name)` stacks the layers. In a model
+split across devices (attnviz.loading.split) each layer records on the device where it runs, and
+`stacked` gathers the layers on the first layer's device.
 """
 
 from __future__ import annotations
@@ -46,8 +48,13 @@ class Recorder:
         if name not in self.names:
             raise KeyError(f"{name!r} was not recorded (asked for: {sorted(self.names)})")
         if name == "attentions":
+            for index, layer in enumerate(self.layers):  # layers run on another device than the buffer: copied in
+                elsewhere = layer.pop("attentions", None)
+                if elsewhere is not None:
+                    self.attentions[index].copy_(elsewhere)
             return self.attentions
-        return torch.stack([layer[name] for layer in self.layers])
+        tensors = [layer[name] for layer in self.layers]
+        return torch.stack([t.to(tensors[0].device) for t in tensors])
 
 
 class LayerRecord:
@@ -66,10 +73,15 @@ class LayerRecord:
 
     def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
         """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
-        like the scores `like`), for the softmax to write into; None when attentions are not wanted."""
+        like the scores `like`), for the softmax to write into; None when attentions are not wanted. A layer
+        running on another device than the buffer (a split model) gets a buffer of its own there, which
+        `Recorder.stacked` copies in at the end."""
         recorder = self.recorder
         if "attentions" not in recorder.names:
             return None
         if recorder.attentions is None or recorder.attentions.shape[1:] != like.shape:
             recorder.attentions = like.new_empty(len(recorder.layers), *like.shape)
+        if recorder.attentions.device != like.device:
+            own = recorder.layers[self.layer]["attentions"] = like.new_empty(like.shape)
+            return own
         return recorder.attentions[self.layer]

@@ -1,0 +1,54 @@
+"""What the Llama-shaped families after Llama share (Qwen3, OLMo 2, SmolLM3): per-layer windows from
+HF's `layer_types`, and the tensor moves of a q/k/v/o + gate/up/down decoder with optional q/k norms."""
+
+from __future__ import annotations
+
+from attnviz.loading.ledger import WeightLedger
+
+PRE_NORMS = (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "mlp_norm"))  # Llama's pre-norms
+
+
+def layer_windows(hf: dict, layer_types: list[str] | None) -> tuple[int | None, ...] | None:
+    """Each layer's window from HF's layer_types ("sliding_attention" layers get `sliding_window`; HF
+    picks each layer's mask by its type), or None when every layer attends fully."""
+    if not layer_types:
+        return None
+    model_type = hf["model_type"]
+    if len(layer_types) != hf["num_hidden_layers"]:
+        raise ValueError(f"{model_type} layer_types has {len(layer_types)} entries for "
+                         f"{hf['num_hidden_layers']} layers")
+    unknown = set(layer_types) - {"sliding_attention", "full_attention"}
+    if unknown:
+        raise ValueError(f"{model_type} layer_types {sorted(unknown)} are not supported")
+    if "sliding_attention" not in layer_types:
+        return None
+    window = hf.get("sliding_window")
+    if not window:
+        raise ValueError(f"{model_type} has sliding_attention layers but no sliding_window")
+    return tuple(window if kind == "sliding_attention" else None for kind in layer_types)
+
+
+def convert_llama_like(checkpoint: dict, model, norms=PRE_NORMS) -> dict:
+    """model.* tensors of a Llama-shaped decoder -> ours; `norms`: (HF name, our name) of each block norm."""
+    w = WeightLedger(checkpoint, "model.")
+    c = model.config
+    w.move("embed_tokens.weight", "token_embedding.weight")
+    for i in range(c.n_layers):
+        layer, ours = f"layers.{i}.", f"blocks.{i}."
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
+            if c.out_bias if name == "o_proj" else c.qkv_bias:
+                w.move(f"{layer}self_attn.{name}.bias", f"{ours}attn.{name}.bias")
+        if c.qk_norm is not None:
+            w.move(f"{layer}self_attn.q_norm.weight", f"{ours}attn.q_norm.weight")
+            w.move(f"{layer}self_attn.k_norm.weight", f"{ours}attn.k_norm.weight")
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            w.move(f"{layer}mlp.{name}.weight", f"{ours}mlp.{name}.weight")
+            if c.mlp_bias:
+                w.move(f"{layer}mlp.{name}.bias", f"{ours}mlp.{name}.bias")
+        for theirs, mine in norms:
+            w.move(f"{layer}{theirs}.weight", f"{ours}{mine}.weight")
+    w.move("norm.weight", "final_norm.weight")
+    w.unembedding(c.tie_word_embeddings)
+    w.ignore(r".*rotary_emb\.inv_freq")  # recomputed from the config
+    return w.finish(model)
