@@ -1,6 +1,7 @@
-"""A loaded translation model: our encoder-decoder (attnviz.transformer.seq2seq) plus Marian's SentencePiece tokenizer.
+"""A loaded translation model: our encoder-decoder (attnviz.transformer.seq2seq) plus its tokenizer (Marian's
+SentencePiece files, or T5's and BART's fast tokenizers: attnviz.loading.fast_seq2seq).
 
-`run(source, target=None)` gives a `Seq2SeqTrace`: the source side in the usual fields (so every existing
+`run(source_text, target_text=None)` gives a `Seq2SeqTrace`: the source side in the usual fields (so every existing
 view, the Head Finder and the probe work on it) and the decoder and cross attentions beside them. The
 decoder's inputs are Hugging Face's: the target encoded as labels (`tokenizer(text_target=...)`: target
 pieces + </s>) shifted right behind decoder_start_token_id. Without a target the model first translates
@@ -23,7 +24,7 @@ MAX_NEW_TOKENS = 128
 class LoadedSeq2Seq:
     def __init__(self, module: EncoderDecoder, tokenizer, info: ModelInfo, untrained: bool = False) -> None:
         self.module = module
-        self.tokenizer = tokenizer  # attnviz.loading.spm.MarianSentencePiece
+        self.tokenizer = tokenizer  # loading.spm.MarianSentencePiece or loading.fast_seq2seq.FastSeq2SeqTokenizer
         self.info = info
         self.untrained = untrained
 
