@@ -10,7 +10,6 @@ import streamlit as st
 from attnviz import plots
 from attnviz.trace import split_words
 from attnviz.ui.common import plot_text, seed_from_url, t, workbench
-from attnviz.ui.escape import md
 from attnviz.workbench import positions
 
 DEFAULT_SENTENCE = "The keys to the cabinet are on the table."
@@ -50,6 +49,12 @@ def render(model=None, model_name: str | None = None) -> None:
                 scheme_panel(item, labels)
 
 
+def code(name: str) -> str:
+    """A model's name (a loaded model's may be the visitor's text) as an inline code span: Markdown, HTML and
+    LaTeX are not read inside one, and a name can close it only with a backtick, which is dropped."""
+    return "`" + " ".join(str(name).replace("`", "").split())[:120] + "`"
+
+
 def scheme_panel(item, labels: list[str]) -> None:
     st.markdown(f"**{t(f'learn_pos_{item.scheme}')}**")
     st.latex(FORMULAS[item.scheme])
@@ -57,7 +62,7 @@ def scheme_panel(item, labels: list[str]) -> None:
         st.info(t("learn_pos_absent"))
         return
     heads = t("learn_pos_heads", n=item.n_heads) if item.n_heads > 1 else ""
-    st.caption(f"{md(item.model)} · {t(f'learn_pos_source_{item.source}')} {heads}")
+    st.caption(f"{code(item.model)} · {t(f'learn_pos_source_{item.source}')} {heads}")
     figure = plots.difference_heatmap(item.matrix, labels, t("learn_pos_score"), text=plot_text())
     figure.update_layout(height=340, margin={"l": 10, "r": 10, "t": 10, "b": 10})
     st.plotly_chart(figure, key=f"learn_pos_{item.scheme}_chart", width="stretch", config={"displaylogo": False})
