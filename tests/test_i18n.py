@@ -52,7 +52,7 @@ ALLOWED_WORDS = {
     "attnviz", "MiniLM", "SmolLM", "SmolLM2", "BERT", "Llama", "Transformer", "softmax",
     "MHA", "MQA", "GQA", "KV", "BOS", "CLS", "SEP", "UNK", "NPZ", "JSON", "CSV", "JSONL", "WinoBias", "GGUF", "gguf",
     "README", "Hub", "ID", "GB", "MB", "nats",
-    "Olsson", "Clark", "Xiao", "Vaswani", "Voita",  # authors cited
+    "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu",  # authors cited
     "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
 }
 ALLOWED_PATTERNS = [

@@ -11,7 +11,7 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis import export, pair_filter, profile_head
 from attnviz.analysis.profile import has_learned_sinks
-from attnviz.analysis.views import token_labels, visible_token
+from attnviz.analysis.views import token_labels, visible_token, word_runs
 from attnviz.ui import ablation
 from attnviz.ui import lenses as lens_ui
 from attnviz.ui import pairs as pairs_ui
@@ -138,7 +138,8 @@ def input_notices(model, trace) -> None:
 
 
 def token_chips(trace) -> None:
-    """Tokens as chips with their ids; every piece of text is escaped, so markup in the input stays text."""
+    """Tokens as chips with their ids, the chips of one word underlined together (its word in the tooltip);
+    every piece of text is escaped, so markup in the input stays text."""
     chips = []
     for token, token_id, special in zip(token_labels(trace), trace.input_ids, trace.special_mask):
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
@@ -149,6 +150,12 @@ def token_chips(trace) -> None:
             f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
             f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
         )
+    for word, start, end in reversed(word_runs(trace)):  # word boundaries (docs/architecture.md word rule)
+        if word is not None:
+            name = html.escape(trace.words[word])
+            chips[start:end] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
+                                f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
+                                f'{"".join(chips[start:end])}</span>']
     with st.expander(f"{t('tokens')} ({len(trace.tokens)})", expanded=len(trace.tokens) <= 40):
         # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
         # formulas, code or emphasis and swallow the chips' own markup.

@@ -17,6 +17,7 @@ from attnviz.probesets import builtin_items
 from attnviz.ui.common import MAX_TEXT, heavy_slot, over_budget_message, plot_text, sidebar, t, workbench
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, finder, traces
@@ -36,7 +37,12 @@ def render() -> None:
     st.caption(t("finder_caption"))
     if model is None:
         return
-    items, items_key = choose_items()
+    relation_scores(model, source)
+    retrieval_section(model, source)  # its own section (ui/retrieval.py)
+
+
+def relation_scores(model, source: str) -> None:
+    items, items_key, read_note = choose_items()
     if not items:
         return
     relations = list(dict.fromkeys(item.relation for item in items))
@@ -45,7 +51,7 @@ def render() -> None:
     chosen = [item for item in items if item.relation == relation]
     st.caption(t("items_counted", n=len(chosen), relation=md(relation_label(relation)),
                  sentences=len({i.text for i in chosen}),
-                 total=len({i.text for i in items})))
+                 total=len({i.text for i in items})) + read_note)
     # Sink-aware scoring is offered for decoders only (docs/architecture.md, "Scoring rule").
     sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
                                                          help=t("sink_aware_help"))
@@ -73,7 +79,8 @@ def parser_label(kind: str) -> str:
 
 
 def choose_items():
-    """(items, a key naming them) from a built-in set or an uploaded file; errors shown, never raised."""
+    """(items, a key naming them, a note for the count caption) from a built-in set or an uploaded file;
+    errors shown, never raised."""
     # format_func: dicts of this run's labels (see explore.LEVELS), not calls of t()
     mode = st.radio(t("probe_source"), ["builtin", "upload"], horizontal=True, key="finder_mode",
                     format_func={"builtin": t("builtin_set"), "upload": t("upload")}.get)
@@ -81,26 +88,29 @@ def choose_items():
         if mode == "builtin":
             spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), key="finder_builtin",
                                 format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get)
-            return builtin_items(spec), spec
+            return builtin_items(spec), spec, ""
         upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
         st.caption(t("upload_help", mb=UPLOAD_MB))
         kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func={k: parser_label(k) for k in PARSERS}.get,
                             key="finder_kind")
         if upload is None:
-            return [], None
+            return [], None, ""
         data = upload.getvalue()
         if kind == "auto":
             kind = finder.detected_format(upload.name, data)
             st.caption(t("format_detected", kind=parser_label(kind)))
-        unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
-        items = finder.parsed_items(workbench(), kind, data, upload.name, "" if unspaced else " ")
-        if not items:
+        if kind == "conllu":  # no separator to choose: the treebank's own text is read
+            st.caption(t("conllu_own_text"))
+        parsed = finder.parsed_file(workbench(), kind, data, upload.name)
+        if not parsed.items:
             st.info(t("no_items"))
-        return items, f"{kind}:{hashlib.sha256(data).hexdigest()}:{unspaced}"
+        note = (" " + t("conllu_read", skipped=parsed.skipped_arcs, disagreed=parsed.disagreed)
+                if kind == "conllu" else "")
+        return parsed.items, f"{kind}:{hashlib.sha256(data).hexdigest()}", note
     except ValueError as error:  # malformed input names the file and line
         st.error(t("bad_file", error=md(error)))
-        return [], None
+        return [], None, ""
 
 
 def impossible(block: dict, direction: str) -> bool:
@@ -206,7 +216,7 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
     for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
         weights = word_attention(trace, item.word_spans, head=(layer, head))[0, 0]  # n, n
-        guess = int(predictions(weights[None, None], sink_aware)[0, 0, read])
+        guess = int(predictions(weights[None, None], sink_aware, item.word_spans.count(item.word_spans[0]))[0, 0, read])
         right = guess == gold
         if shown[right] >= EXAMPLES_SHOWN:
             continue

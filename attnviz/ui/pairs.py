@@ -125,16 +125,25 @@ def preference_section(model, source: str, text: str, second: str) -> None:
         else:
             st.warning(t("minpair_preference_failed", error=md(public_message(error, source))))
         return
-    verdict = ("minpair_prefers_a" if result.margin > 0 else "minpair_prefers_b" if result.margin < 0
-               else "minpair_prefers_none")
-    st.markdown(t(verdict, a=result.good, b=result.bad, margin=result.margin))
-    st.dataframe({
+    # The verdict compares the sums, or the per-token means when the scored spans differ in token count.
+    mean = result.compares == "mean"
+    margin = result.verdict_margin
+    verdict = ("minpair_prefers_a" if margin > 0 else "minpair_prefers_b" if margin < 0 else "minpair_prefers_none")
+    a, b = (result.mean_good, result.mean_bad) if mean else (result.good, result.bad)
+    st.markdown(t(verdict + ("_mean" if mean else ""), a=a, b=b, margin=margin))
+    table = {
         t("minpair_column_sentence"): [text, second],
         t("minpair_column_logprob"): [round(result.good, 4), round(result.bad, 4)],
-        t("minpair_column_tokens"): [" | ".join(f"{tok!r} {lp:.2f}" for tok, lp in tokens)
-                                     for tokens in (result.tokens_good, result.tokens_bad)],
-    }, hide_index=True)
+    }
+    if mean:
+        table[t("minpair_column_mean")] = [round(result.mean_good, 4), round(result.mean_bad, 4)]
+    table[t("minpair_column_count")] = [result.n_good, result.n_bad]
+    table[t("minpair_column_tokens")] = [" | ".join(f"{tok!r} {lp:.2f}" for tok, lp in tokens)
+                                         for tokens in (result.tokens_good, result.tokens_bad)]
+    st.dataframe(table, hide_index=True)
     note = t(f"minpair_method_{result.method}", prefix=md(pair.prefix or ""))
+    note += " " + (t("minpair_compares_mean", a=result.n_good, b=result.n_bad) if mean
+                   else t("minpair_compares_sum", n=result.n_good))
     if result.first_token_unscored:
         note += " " + t("minpair_first_token")
     st.caption(note)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from attnviz.analysis.views import attention_view
+from attnviz.trace import HAN_SEGMENTER_BYTES, han_segmenter_needed
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
@@ -49,6 +50,8 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
     if held is None:
         model = model_for(bench, name)
         need = trace_bytes(model, len(model.encode(text, text_pair).ids))
+        if han_segmenter_needed(text + (text_pair or "")):  # the word rule's jieba, built once per process
+            need += HAN_SEGMENTER_BYTES
         with bench.run_slot(need):
             held = bench.traces.get(key)  # another visitor may have run it meanwhile
             if held is None:
