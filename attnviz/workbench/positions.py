@@ -47,6 +47,10 @@ BLOOM_HEADS = 16  # bigscience/bloom-560m
 TINY = {"hidden_size": 64, "d_model": 64, "num_hidden_layers": 1, "num_layers": 1, "num_decoder_layers": 1,
         "intermediate_size": 128, "d_ff": 128, "vocab_size": 128, "num_attention_heads": 8, "num_heads": 8,
         "d_kv": 8}
+# transformers' DebertaV2Config defaults to absolute positions without relative attention; v3's settings:
+DEBERTA_V3 = {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_biased_input": False,
+              "position_buckets": 256, "max_relative_positions": -1, "norm_rel_ebd": "layer_norm",
+              "share_att_key": True}
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,8 @@ def _tiny(model_type: str):
 
     config = hf.default_config(model_type)
     config.update({k: v for k, v in TINY.items() if k in config})
+    if model_type == DEBERTA_TYPE:
+        config.update(DEBERTA_V3)
     converter = CONVERTERS[model_type]
     torch.manual_seed(0)
     module = converter.module(converter.config(config)).eval()
