@@ -138,3 +138,19 @@ def positions_formulas():
     from attnviz.ui.learn_positions import FORMULAS
 
     return [FORMULAS[s] for s in positions.SCHEMES]
+
+
+def test_a_real_t5_another_page_loaded_replaces_the_stand_in():
+    """On the host: a T5 the Translate page loaded (here a tiny one under t5-small's name) gives its own bias."""
+    from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
+    from tests.test_parity_seq2seq_t5_bart import hf_t5, ours_from
+
+    bench = Workbench(budget=2_000_000_000)
+    before = positions.panel(bench, "relative", 10, 1)
+    module = ours_from(hf_t5(True))
+    model = LoadedSeq2Seq(module, None, seq2seq_info(module, "google-t5/t5-small", "(test)", "t5", 64))
+    bench.model_keys.put("google-t5/t5-small", "t5-key", 64)
+    bench.models.put("t5-key", model, 1_000_000)
+    after = positions.panel(bench, "relative", 10, 1)
+    assert before.source == "untrained" and after.source == "loaded" and after.model == "google-t5/t5-small"
+    assert np.allclose(after.matrix, module.position_bias("encoder", 10, 10)[0, 1].detach().numpy())

@@ -76,9 +76,11 @@ def panel(bench: Workbench, scheme: str, t: int, head: int, model=None, model_na
     if scheme not in SCHEMES:
         raise ValueError(f"unknown positional scheme {scheme!r}; one of {SCHEMES}")
     t = n_positions(t)
-    own = model_name if model is not None and _scheme_of(model) == scheme else None
-    key = ("learn_positions", scheme, t, head, own)
-    return bench.shared_value(key, lambda: _compute(bench, scheme, t, head, model if own else None, own),
+    if model is None or _scheme_of(model) != scheme:
+        # a real model of this scheme that some page loaded, if any (in the key: it may be loaded later)
+        model, model_name = _real(bench, scheme)
+    key = ("learn_positions", scheme, t, head, model_name)
+    return bench.shared_value(key, lambda: _compute(bench, scheme, t, head, model, model_name),
                               lambda p: p.nbytes + 512)
 
 
@@ -114,7 +116,6 @@ def _sinusoidal(bench, t, head, model, name) -> PositionPanel:
 
 
 def _learned(bench, t, head, model, name) -> PositionPanel:
-    model, name = _real(bench, "learned", model, name)
     if model is not None:
         table = model.module.position_embedding.weight
         offset = model.config.position_offset  # RoBERTa's first real position is padding_idx + 1
@@ -140,7 +141,6 @@ def _rotary(bench, t, head, model, name) -> PositionPanel:
 
 
 def _relative(bench, t, head, model, name) -> PositionPanel:
-    model, name = _real(bench, "relative", None, None)
     module = model.module if model is not None else _tiny("t5")
     h = head % module.config.n_heads
     with torch.no_grad():
@@ -153,7 +153,6 @@ def _relative(bench, t, head, model, name) -> PositionPanel:
 def _disentangled(bench, t, head, model, name) -> PositionPanel:
     if DEBERTA_TYPE not in CONVERTERS:
         return PositionPanel("disentangled", "DeBERTa-v3", "absent", 0, None)
-    model, name = _real(bench, "disentangled", model, name)
     module = model.module if model is not None else _tiny(DEBERTA_TYPE)
     ids = torch.full((1, t), 5, dtype=torch.long)  # one token at every position: content terms alike
     record = Recorder("scores")
@@ -174,10 +173,8 @@ def _alibi(bench, t, head, model, name) -> PositionPanel:
     return PositionPanel("alibi", label, "loaded" if model is not None else "exact", n_heads, matrix)
 
 
-def _real(bench, scheme, model, name):
-    """The visitor's model if given, else the first of REAL_MODELS[scheme] some page has loaded, else None."""
-    if model is not None:
-        return model, name
+def _real(bench, scheme):
+    """The first of REAL_MODELS[scheme] some page has loaded, and its name; else (None, None)."""
     for candidate in REAL_MODELS.get(scheme, ()):
         loaded = shelf.cached_model(bench, candidate)
         if loaded is not None and (scheme != "relative" or getattr(loaded.config, "positions", None) == "relative"):
