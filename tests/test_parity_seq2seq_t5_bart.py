@@ -388,3 +388,19 @@ def test_query_key_terms_sum_to_the_recorded_t5_scores(kind):
                 assert np.allclose(view.scores[seen], scores[head, position][seen], atol=1e-5)
                 if kind != "cross":
                     assert np.abs(view.bias[seen]).max() > 1e-3  # the bias is a real term, not zeros
+
+
+def test_t5_hub_layouts_of_the_head():
+    """T5 1.0 files may carry lm_head.weight equal to shared.weight (tied: fine) or, broken, different (refused:
+    the rescale belongs to a tied head); v1.1 files carry their own head, used as it is."""
+    hf = hf_t5(False)
+    state = dict(hf.state_dict())
+    tied = build_module(hf.config.to_dict(), {**state, "lm_head.weight": state["shared.weight"].clone()})
+    assert tied.lm_head.weight is tied.decoder_embedding.weight
+    with pytest.raises(ValueError, match="differs from its shared embedding"):
+        build_module(hf.config.to_dict(), {**state, "lm_head.weight": torch.randn_like(state["shared.weight"])})
+    v11 = hf_t5(True)
+    state = {k: v for k, v in v11.state_dict().items() if not k.startswith(("encoder.embed", "decoder.embed"))}
+    ours = build_module(v11.config.to_dict(), state)  # shared + lm_head only, as the hub's flan-t5 files
+    assert torch.equal(ours.lm_head.weight, v11.lm_head.weight)
+    assert not torch.equal(ours.lm_head.weight, ours.decoder_embedding.weight)
