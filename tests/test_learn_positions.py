@@ -82,8 +82,19 @@ def test_learned_panel_untrained_and_from_a_loaded_model(bench):
 def test_disentangled_slot(bench):
     item = positions.panel(bench, "disentangled", 9, 0)
     if positions.DEBERTA_TYPE in CONVERTERS:
-        assert item.matrix is not None and item.matrix.shape == (9, 9)
-        assert abs(float(np.nanmean(item.matrix))) < 1e-4  # shown minus its mean
+        from attnviz.transformer.record import Recorder
+
+        assert item.matrix is not None and item.matrix.shape == (9, 9) and item.source == "untrained"
+        module = positions._tiny(positions.DEBERTA_TYPE)  # the same seed: the same weights
+        ids = torch.full((1, 9), 5, dtype=torch.long)
+        record = Recorder("score_terms")
+        with torch.no_grad():
+            module(ids, torch.ones_like(ids), torch.zeros_like(ids), with_logits=False, record=record)
+        c2c, c2p, p2c = record.stacked("score_terms")[0, 0, :, 0].numpy()  # head 0's terms, [T, S] each
+        assert np.ptp(c2c) < 1e-4  # one token everywhere: content against content is one number
+        position = c2p + p2c
+        assert np.allclose(item.matrix, position - position.mean(), atol=1e-4)
+        assert np.ptp(item.matrix) > 1e-2
     else:
         assert item.source == "absent" and item.matrix is None
 

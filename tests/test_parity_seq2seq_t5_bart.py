@@ -378,10 +378,13 @@ def test_query_key_terms_sum_to_the_recorded_t5_scores(kind):
         queries, keys = record.stacked("queries")[layer, 0], record.stacked("keys")[layer, 0]
         scores = record.stacked("scores")[layer, 0].double().numpy()  # H, T, S
         for head in (0, 3):
-            setup = loaded.score_setup(layer, head, kind, queries.shape[1], keys.shape[1])
-            assert ("position_bias" in setup) == (kind != "cross") and setup["scale"] == 1.0
+            setup = loaded.score_setup(layer, head, kind)
+            assert setup["scale"] == 1.0 and setup["causal"] == (kind == "decoder")
             for position in (0, queries.shape[1] - 1):
-                view = query_key(queries.numpy(), keys.numpy(), module.kv_group, head, position, **setup)
+                terms = loaded.score_terms(head, kind, position, queries.shape[1], keys.shape[1])
+                assert list(terms) == ([] if kind == "cross" else ["bucket_bias"])
+                view = query_key(queries.numpy(), keys.numpy(), module.kv_group, head, position, terms=terms or None,
+                                 **setup)
                 seen = view.visible
                 assert np.allclose(view.products.sum(-1)[seen] + view.bias[seen], scores[head, position][seen],
                                    atol=1e-5)

@@ -137,21 +137,23 @@ class LoadedSeq2Seq:
         self.module.encode(tensor.to(self.info.device), record=record)
         return record.stacked("attentions").transpose(0, 1).float().cpu().numpy()
 
-    @torch.inference_mode()
-    def score_setup(self, layer: int, head: int, kind: str, n_queries: int, n_keys: int) -> dict:
+    def score_setup(self, layer: int, head: int, kind: str) -> dict:
         """How `kind`'s ("encoder", "decoder" or "cross") layer `layer`, head `head` turns q.k into a score,
-        as analysis.query_key's keyword arguments: the scale (T5: 1, unscaled), causality, and T5's relative
-        position bias of the head for n_queries x n_keys (the same in every layer of a stack; none for
-        cross-attention)."""
+        as analysis.query_key's keyword arguments: its scale (T5: 1, unscaled) and causality."""
         blocks = self.module.encoder_blocks if kind == "encoder" else self.module.decoder_blocks
         attn = blocks[layer].self_attn if kind != "cross" else blocks[layer].cross_attn
-        setup = {"causal": kind == "decoder", "scale": attn.scale}
-        if kind != "cross":
-            past = n_keys - n_queries  # a decoder query's real position behind cached keys
-            bias = self.module.position_bias(kind, n_queries, n_keys, past)
-            if bias is not None:
-                setup["position_bias"] = bias[0, head].float().cpu().numpy()  # T, S
-        return setup
+        return {"causal": kind == "decoder", "scale": attn.scale}
+
+    @torch.inference_mode()
+    def score_terms(self, head: int, kind: str, query: int, n_queries: int, n_keys: int) -> dict:
+        """name -> [S] float32: the terms query `query`'s score adds to q.k in `kind`'s self-attention, for
+        analysis.query_key's `terms`: T5's relative-position bias of head `head` ("bucket_bias", the same in
+        every layer of a stack); {} for cross-attention and for models without one."""
+        if kind == "cross":
+            return {}
+        past = n_keys - n_queries  # a decoder query's real position behind cached keys
+        bias = self.module.position_bias(kind, n_queries, n_keys, past)
+        return {} if bias is None else {"bucket_bias": bias[0, head, query].float().cpu().numpy()}
 
     @torch.inference_mode()
     def _forward(self, source_ids: list[int], decoder_ids: list[int]):

@@ -67,6 +67,9 @@ QUERY_KEYS = {
     "query": lambda v: int(v) if INDEX.fullmatch(v) else None,
     # Minimal pairs (ui/pairs.py): the second sentence
     "compare": _text(MAX_PAIR_TEXT),
+    # The decoder's first token set aside (ui/explore.py); the visitor's language, one of ui/strings.LANGUAGES
+    "first_aside": lambda v: {"0": False, "1": True}.get(v),
+    "lang": lambda v: v if v in LANGUAGES else None,
 }
 # The Learn page's variant sizes (ui/learn.py); KV heads and pooled groups must also divide the heads, which
 # the page checks against the heads it shows. The sentence there is `text`, shared with Explore.
@@ -172,6 +175,8 @@ def restore_from_url() -> None:
         value = parse(params[key]) if key in params else None
         if value is not None:
             st.session_state[f"url_{key}"] = value
+    # The language at once: every word of this first run, page names included, is in it.
+    seed_from_url("lang", "en")
 
 
 def url_value(key: str, default=None):
@@ -210,8 +215,9 @@ def _language_changed() -> None:
 
 def language_switch() -> None:
     # The options name each language in itself ("English", "中文"), whichever language is shown.
-    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True,
-                     on_change=_language_changed)
+    language = st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+                                horizontal=True, on_change=_language_changed)
+    write_url(lang=None if language == "en" else language)  # a shared link opens in the sender's language
 
 
 def pick_model_source() -> str:
@@ -224,7 +230,8 @@ def pick_model_source() -> str:
         if from_url and from_url not in shelf.PRESETS:
             st.session_state["model_custom"] = from_url
     shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in shelf.PRESETS}
-    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get)
+    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get,
+                         placeholder=t("choose_option"))
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]

@@ -92,7 +92,8 @@ def comparison(model, source: str, text: str, second: str) -> None:
     if st.session_state.get("minpair_head") not in options:  # first time, or another model
         st.session_state["minpair_head"] = options[int(np.argmax(grid))]
     shown = {o: f"L{o.split('.')[0]} H{o.split('.')[1]}  ({v:.3f})" for o, v in zip(options, grid.ravel())}
-    chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get)
+    chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get,
+                          placeholder=t("choose_option"))
     layer, head = (int(v) for v in chosen.split("."))
     st.plotly_chart(plots.difference_heatmap(diff.difference[layer, head], diff.labels, t("minpair_difference"),
                                              text=plot_text()), key="minpair_heatmap", width="stretch")
