@@ -153,7 +153,13 @@ STAGES = (("downloading ", "stage_downloading"), ("reading config", "stage_readi
           ("reading weights", "stage_reading_weights"), ("reading tokenizer", "stage_reading_tokenizer"),
           ("reading GGUF config", "stage_reading_gguf_config"), ("dequantizing GGUF weights", "stage_dequantizing"),
           ("converting weights", "stage_converting"), ("ready", "stage_ready"),
-          ("loading the Hugging Face reference of ", "stage_reference"))
+          ("loading the Hugging Face reference of ", "stage_reference"), ("reading GGUF", "stage_reading_gguf"),
+          ("dequantising tensor ", "stage_dequantising_tensor"), ("converting tokenizer", "stage_converting_tokenizer"),
+          ("writing cache", "stage_writing_cache"), ("reading cached weights", "stage_reading_cache"),
+          ("building the model", "stage_building"),
+          ("float32 does not fit the memory budget", "stage_bfloat16"))
+# Stages that repeat with a count (a first GGUF load reports its tensors): one line, updated in place.
+COUNTED_STAGES = ("dequantising tensor ",)
 
 
 def stage_label(stage: str) -> str:
@@ -315,7 +321,18 @@ def _load_with_progress(name: str):
         return cached
     source = shelf.check_source(name)
     with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
-        model = shelf.load_model(workbench(), source, progress=lambda stage: status.write(stage_label(stage)))
+        counted = {}
+
+        def show(stage: str) -> None:
+            prefix = next((p for p in COUNTED_STAGES if stage.startswith(p)), None)
+            if prefix is None:
+                status.write(stage_label(stage))
+                return
+            if prefix not in counted:
+                counted[prefix] = status.empty()
+            counted[prefix].write(stage_label(stage))
+
+        model = shelf.load_model(workbench(), source, progress=show)
         status.update(label=md(name), state="complete", expanded=False)
     return model
 
@@ -326,6 +343,8 @@ def model_facts(model) -> None:
         "facts", family=info.model_type, layers=info.n_layers, heads=info.n_heads, kind=info.attention_kind,
         kv=info.n_kv_heads, params=f"{info.n_parameters / 1e6:.0f}M", device=info.device, dtype=info.dtype,
     ))
+    if info.dtype == "bfloat16":
+        st.sidebar.info(t("bfloat16_note"))
     if info.name == RANDOM_MODEL_NAME:
         st.warning(t("random_note"))
     elif info.name != info.path and shelf.offline_path(info.name) is not None:
