@@ -130,6 +130,7 @@ def test_page_in_chinese():
     # The data on screen and the names this page shows as they are (model family, ids, token strings).
     head = chart(at, "translate_head_view")
     data = data_words(TARGET, *axis_tokens(head, "xaxis"), *axis_tokens(head, "yaxis"),
-                      "Marian opus-mt swish Helsinki-NLP/opus-mt-en-zh-de hub id pad cmn_Hans d_model")
+                      "Marian opus-mt swish Helsinki-NLP/opus-mt-en-zh-de hub id pad cmn_Hans d_model "
+                      "T5 BART google/flan-t5-small google-t5/t5-small facebook/bart-base flan-t5-base bart-large-cnn")
     wrong = untranslated(at, "zh", data)
     assert not wrong, "\n".join(f"{where}: {text!r}" for where, text in wrong)

@@ -11,8 +11,9 @@ and keeps it apart: the head's ALiBi term slope_h * j (BLOOM); Gemma 2's soft-ca
 applied after the sum (`scores` are then the capped scores, `capped` says so); a layer's window (the
 keys a query may see); gpt-oss's learned sink, a logit in the softmax's denominator with no key (the
 probabilities then sum to 1 - `sink_share`); DeBERTa's position terms, content->position and
-position->content (`terms`, recorded by the model: LoadedModel.score_terms), added to q.k as their sum
-in `bias` and kept by name in `terms`. Pure numpy on arrays recorded by the caller.
+position->content (`terms`, recorded by the model: LoadedModel.score_terms), and T5's bucket bias
+(LoadedSeq2Seq.score_terms), added to q.k as their sum in `bias` and kept by name in `terms`. Pure numpy
+on arrays recorded by the caller.
 
 Shapes: H query heads, K key/value heads, T query positions, S key positions, D head dim.
 """

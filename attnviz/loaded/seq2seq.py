@@ -1,6 +1,7 @@
-"""A loaded translation model: our encoder-decoder (attnviz.transformer.seq2seq) plus Marian's SentencePiece tokenizer.
+"""A loaded translation model: our encoder-decoder (attnviz.transformer.seq2seq) plus its tokenizer (Marian's
+SentencePiece files, or T5's and BART's fast tokenizers: attnviz.loading.fast_seq2seq).
 
-`run(source, target=None)` gives a `Seq2SeqTrace`: the source side in the usual fields (so every existing
+`run(source_text, target_text=None)` gives a `Seq2SeqTrace`: the source side in the usual fields (so every existing
 view, the Head Finder and the probe work on it) and the decoder and cross attentions beside them. The
 decoder's inputs are Hugging Face's: the target encoded as labels (`tokenizer(text_target=...)`: target
 pieces + </s>) shifted right behind decoder_start_token_id. Without a target the model first translates
@@ -23,7 +24,7 @@ MAX_NEW_TOKENS = 128
 class LoadedSeq2Seq:
     def __init__(self, module: EncoderDecoder, tokenizer, info: ModelInfo, untrained: bool = False) -> None:
         self.module = module
-        self.tokenizer = tokenizer  # attnviz.loading.spm.MarianSentencePiece
+        self.tokenizer = tokenizer  # loading.spm.MarianSentencePiece or loading.fast_seq2seq.FastSeq2SeqTokenizer
         self.info = info
         self.untrained = untrained
 
@@ -77,8 +78,8 @@ class LoadedSeq2Seq:
         # (the final </s> is predicted, never read). Its display tokens are the target's, shifted alike.
         n = len(labels)
         decoder_ids = [self.config.decoder_start_token_id, *labels[: n - 1]]
-        start_label = self.tokenizer.pad if self.config.decoder_start_token_id == self.tokenizer.vocab.get(
-            self.tokenizer.pad) else str(self.config.decoder_start_token_id)
+        start = self.config.decoder_start_token_id
+        start_label = self.tokenizer.id_to_token(start) or str(start)
         tokens = [start_label, *target.tokens[: n - 1]]
         offsets = [(0, 0), *target.offsets[: n - 1]]
         special = [True, *target.special[: n - 1]]
@@ -135,6 +136,24 @@ class LoadedSeq2Seq:
         record = Recorder("attentions")
         self.module.encode(tensor.to(self.info.device), record=record)
         return record.stacked("attentions").transpose(0, 1).float().cpu().numpy()
+
+    def score_setup(self, layer: int, head: int, kind: str) -> dict:
+        """How `kind`'s ("encoder", "decoder" or "cross") layer `layer`, head `head` turns q.k into a score,
+        as analysis.query_key's keyword arguments: its scale (T5: 1, unscaled) and causality."""
+        blocks = self.module.encoder_blocks if kind == "encoder" else self.module.decoder_blocks
+        attn = blocks[layer].self_attn if kind != "cross" else blocks[layer].cross_attn
+        return {"causal": kind == "decoder", "scale": attn.scale}
+
+    @torch.inference_mode()
+    def score_terms(self, head: int, kind: str, query: int, n_queries: int, n_keys: int) -> dict:
+        """name -> [S] float32: the terms query `query`'s score adds to q.k in `kind`'s self-attention, for
+        analysis.query_key's `terms`: T5's relative-position bias of head `head` ("bucket_bias", the same in
+        every layer of a stack); {} for cross-attention and for models without one."""
+        if kind == "cross":
+            return {}
+        past = n_keys - n_queries  # a decoder query's real position behind cached keys
+        bias = self.module.position_bias(kind, n_queries, n_keys, past)
+        return {} if bias is None else {"bucket_bias": bias[0, head, query].float().cpu().numpy()}
 
     @torch.inference_mode()
     def _forward(self, source_ids: list[int], decoder_ids: list[int]):

@@ -62,6 +62,12 @@ FAMILIES = [
            "optional q/k LayerNorm", "microsoft/phi-1_5, microsoft/phi-2"),
     Family("Marian (translation)", ("marian",), "encoder-decoder, sinusoidal positions, cross-attention",
            "Helsinki-NLP/opus-mt-en-de"),
+    Family("T5, Flan-T5 (translation, summarisation)", ("t5",),
+           "encoder-decoder, relative position buckets per head (bidirectional / causal), unscaled scores, "
+           "RMSNorm pre-norm, ReLU (1.0) or gated-GELU (v1.1, Flan)",
+           "google-t5/t5-small, google/flan-t5-small, google/t5-v1_1-small"),
+    Family("BART (summarisation)", ("bart",), "encoder-decoder, learned positions (offset 2), embedding LayerNorm, "
+           "post-norm", "facebook/bart-base, facebook/bart-large-cnn"),
 ]
 
 

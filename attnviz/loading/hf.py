@@ -133,6 +133,8 @@ def _read_directory(path: Path, progress, before_weights) -> Checkpoint:
     progress("reading tokenizer")
     if config.get("model_type") == "marian":
         return _marian_checkpoint(config, tensors, path)
+    if config.get("model_type") in FAST_SEQ2SEQ:
+        return _fast_seq2seq_checkpoint(config, tensors, path)
     return _checkpoint(config, tensors, reference_tokenizer(path), path)
 
 
@@ -154,15 +156,34 @@ def _marian_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:
     from attnviz.loading.spm import MarianSentencePiece
 
     tokenizer = MarianSentencePiece.from_folder(path)
-    # Greedy decoding's rules live in the generation settings, which transformers 5 no longer keeps in the
-    # model config: never emit <pad> (bad_words_ids), end with </s> at the length limit (forced_eos_token_id).
+    specials = {"eos_token": tokenizer.eos, "unk_token": tokenizer.unk, "pad_token": tokenizer.pad}
+    return Checkpoint(_generation_settings(config, path), tensors, tokenizer, tokenizer.max_length, specials,
+                      str(path))
+
+
+FAST_SEQ2SEQ = ("t5", "bart")  # encoder-decoders whose tokenizer has a Rust backend
+
+
+def _fast_seq2seq_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:
+    """T5 and BART: HF's fast tokenizer (ids and offsets from its Rust backend), behind Marian's interface."""
+    from attnviz.loading.fast_seq2seq import FastSeq2SeqTokenizer
+
+    checkpoint = _checkpoint(_generation_settings(config, path), tensors, reference_tokenizer(path), path)
+    checkpoint.tokenizer = FastSeq2SeqTokenizer(checkpoint.tokenizer, checkpoint.max_length)
+    return checkpoint
+
+
+def _generation_settings(config: dict, path: Path) -> dict:
+    """Greedy decoding's rules live in the generation settings, which transformers 5 no longer keeps in the
+    model config: never emit <pad> (bad_words_ids, Marian), end with </s> at the length limit
+    (forced_eos_token_id), start with <s> (forced_bos_token_id, BART)."""
     config = dict(config)
     for name in ("config.json", "generation_config.json"):  # the second wins, as in transformers
         if (path / name).is_file():
             raw = json.loads((path / name).read_text(encoding="utf-8"))
-            config.update({k: raw[k] for k in ("bad_words_ids", "forced_eos_token_id") if k in raw})
-    specials = {"eos_token": tokenizer.eos, "unk_token": tokenizer.unk, "pad_token": tokenizer.pad}
-    return Checkpoint(config, tensors, tokenizer, tokenizer.max_length, specials, str(path))
+            config.update({k: raw[k] for k in ("bad_words_ids", "forced_eos_token_id", "forced_bos_token_id")
+                           if k in raw})
+    return config
 
 
 def _read_gguf(path: Path, progress, before_weights) -> Checkpoint:

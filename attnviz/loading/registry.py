@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attnviz.loading.albert import albert_config, convert_albert
+from attnviz.loading.bart import bart_config, convert_bart
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.bloom import bloom_config, convert_bloom
 from attnviz.loading.deberta import convert_deberta_v2, deberta_v2_config
@@ -27,6 +28,7 @@ from attnviz.loading.phi import convert_phi, phi_config
 from attnviz.loading.phi3 import convert_phi3, phi3_config
 from attnviz.loading.qwen3 import convert_qwen3, qwen3_config
 from attnviz.loading.smollm3 import convert_smollm3, smollm3_config
+from attnviz.loading.t5 import convert_t5, t5_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -63,6 +65,8 @@ CONVERTERS: dict[str, Converter] = {
     "mixtral": Converter(mixtral_config, convert_mixtral),
     "gpt_oss": Converter(gpt_oss_config, convert_gpt_oss),
     "marian": Converter(marian_config, convert_marian, EncoderDecoder),
+    "t5": Converter(t5_config, convert_t5, EncoderDecoder),
+    "bart": Converter(bart_config, convert_bart, EncoderDecoder),
     "gpt_neox": Converter(gpt_neox_config, convert_gpt_neox),
     "gpt_neo": Converter(gpt_neo_config, convert_gpt_neo),
     "opt": Converter(opt_config, convert_opt),

@@ -89,6 +89,7 @@ QUERY_KEYS.update({
     "tlang": lambda v: v if re.fullmatch(r">>[A-Za-z0-9_]{1,32}<<", v, re.ASCII) else None,
     "tlayer": lambda v: int(v) if INDEX.fullmatch(v) else None,
     "thead": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "tprefix": _text(100),  # T5's task prefix (ui/translate.py's MAX_PREFIX)
 })
 # An absolute path in a message (a cache folder, a resolved model folder): never shown to visitors.
 _SERVER_PATH = re.compile(r"(?<![\w.:/-])(?:~|[A-Za-z]:)?[/\\][^\s'\"),;]+")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.ui import learn_positions
 from attnviz.ui.common import (
     LEARN_D_MODELS,
     LEARN_HEADS,
@@ -70,6 +71,7 @@ def render() -> None:
     attention_kinds()
     original(model)
     text, groups = kv_sections(model, source)
+    learn_positions.render(model, source)
     with st.expander(t("learn_code")):
         st.code(lessons.attention_source(), language="python")
     write_url(model=source, d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,

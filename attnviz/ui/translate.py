@@ -30,13 +30,15 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.explore import token_chips
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import Busy, OverBudget, shelf, traces
 from attnviz.workbench import translate as translations
 from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
 from attnviz.workbench.translate import MAX_TOKENS
 
-PRESETS = [RANDOM_MARIAN_NAME, "Helsinki-NLP/opus-mt-en-zh", "Helsinki-NLP/opus-mt-zh-en", "Helsinki-NLP/opus-mt-en-de"]
+PRESETS = [RANDOM_MARIAN_NAME, "Helsinki-NLP/opus-mt-en-zh", "Helsinki-NLP/opus-mt-zh-en", "Helsinki-NLP/opus-mt-en-de",
+           "google/flan-t5-small", "google-t5/t5-small", "facebook/bart-base"]
 KINDS = ("cross", "encoder", "decoder")
 MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
 LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
@@ -45,6 +47,10 @@ EXAMPLE = "The keys to the cabinet are on the table."
 # workbench.translate.new_tokens), so its three attention kinds can be read over real words.
 EXAMPLE_TARGET = "柜子的钥匙在桌子上。"
 PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
+# T5 is told its task in the text itself. The prefix is shown and editable, never added out of sight: it is
+# part of the source the model reads, so it has tokens (and attention) of its own.
+T5_PREFIX = "translate English to German: "
+MAX_PREFIX = 100
 
 
 def load_random_marian():
@@ -130,6 +136,7 @@ def render() -> None:
             st.session_state["translate_language"] = preferred or model.language_codes[0]
         language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
                                 help=t("translate_language_help"), placeholder=t("choose_option"))
+    prefix = task_prefix(model)
     seed_from_url("translate_source", EXAMPLE, "src")
     seed_from_url("translate_target", "", "target")
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
@@ -145,12 +152,12 @@ def render() -> None:
                   on_click=use_example)
     seed_from_url("translate_kind", "cross", "kind")
     write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
-              kind=st.session_state.get("translate_kind"))
+              kind=st.session_state.get("translate_kind"), tprefix=prefix)
     if not source.strip():
         st.info(t("translate_empty"))
         return
     try:
-        trace = run_translation(model, shown, source, target.strip(), language)
+        trace = run_translation(model, shown, (prefix or "") + source, target.strip(), language)
     except Busy:
         st.warning(t("busy"))
         return
@@ -162,7 +169,17 @@ def render() -> None:
         st.error(t("translate_error", error=md(public_message(error, shown))))
         return
     show_output(trace)
+    token_chips(trace)
     views(trace, shown)
+
+
+def task_prefix(model) -> str | None:
+    """T5's task prefix: an input prefilled with T5_PREFIX, read in front of the source; None for other models."""
+    if model.info.model_type != "t5":
+        return None
+    seed_from_url("translate_prefix", T5_PREFIX, "tprefix")
+    return st.text_input(t("translate_prefix"), key="translate_prefix", max_chars=MAX_PREFIX,
+                         help=t("translate_prefix_help"))
 
 
 def show_output(trace) -> None:
@@ -180,7 +197,7 @@ def views(trace, name: str) -> None:
     labels = {kind: t(f"translate_kind_{kind}") for kind in KINDS}
     st.radio(t("translate_kind"), KINDS, key="translate_kind", horizontal=True, format_func=labels.get)
     kind = st.session_state["translate_kind"]
-    st.caption(t(f"translate_kind_caption_{kind}"))
+    st.caption(t(f"translate_kind_caption_{kind}", start=md(trace.target_tokens[0])))
     attentions, rows, cols = attention_of(trace, kind)
     n_layers, n_heads = attentions.shape[:2]
     text = dataclasses.replace(plot_text(), open_head=t("translate_open_head"))
