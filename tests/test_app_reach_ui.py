@@ -210,7 +210,7 @@ def test_head_finder_and_translate_grids_are_clickable_and_builtin_scores_are_sh
     require_offline(MINILM)
     from attnviz.ui.common import workbench
 
-    workbench().views.clear()  # an earlier test of this process may have shared these scores already
+    workbench.clear()  # a fresh Workbench: an earlier test of this process may have shared these scores already
     first = AppTest.from_file(FINDER, default_timeout=TIMEOUT).run()
     assert [b for b in first.button if b.key == "run_probe"], ([e.value for e in first.exception],
                                                                 [e.value for e in first.error],

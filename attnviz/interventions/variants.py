@@ -13,10 +13,10 @@ interleaved (the order rotating every round; a few untimed rounds first) and the
 reported, so that a slower or busier moment of the machine falls on all three alike. After each step
 the cache is cut back to its length, so every step appends to a cache of exactly that many positions.
 
-What the times show is this kernel's: `attention.repeat_kv` (as HF's eager attention) copies each of
-GQA's KV heads out to its query heads on every step, as much memory traffic as MHA's cache, while MQA's
-single head is expanded as a stride-0 view without a copy. So MQA's step gets cheaper than MHA's as the
-cache grows and GQA's does not; GQA's saving here is the memory held.
+What the times show is this kernel's: it reads each of GQA's KV heads once for its group of query heads (a
+grouped matmul; HF's eager attention copies them out with `repeat_kv`, as much memory traffic as MHA's cache),
+and MQA's single head is broadcast without a copy. So both GQA's and MQA's steps get cheaper than MHA's as the
+cache grows.
 """
 
 from __future__ import annotations
