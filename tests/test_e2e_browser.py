@@ -103,8 +103,9 @@ def test_markup_in_the_sentence_stays_text(page):
 # Every character class that Markdown, LaTeX or HTML could read as markup, and a bare link.
 SPECIAL = (r"$$\x$$ and $\frac{a}{b}$ cost $5 and $6 `code` _it_ ~~s~~ *b* [l](https://evil.example) "
            r":material/home: <i>x</i> &amp; #h |t| https://evil.example zebra")
+# A chip is a span with its id in a direct <sub>; the spans that group one word's chips hold subs deeper down.
 CHIP_TEXTS = """() => [...document.querySelectorAll('[data-testid=stHtml] span')]
-    .filter(s => s.querySelector('sub')).map(s => s.childNodes[0].textContent)"""
+    .filter(s => [...s.children].some(c => c.tagName === 'SUB')).map(s => s.childNodes[0].textContent)"""
 
 
 def test_special_characters_show_as_typed_in_a_shared_link(page):
