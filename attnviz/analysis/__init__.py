@@ -27,6 +27,7 @@ from attnviz.analysis.profile import (
     HeadProfile,
     profile_head,
     profile_heads,
+    profile_reduced,
     punctuation_tokens,
     special_tokens,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "predictions",
     "profile_head",
     "profile_heads",
+    "profile_reduced",
     "punctuation_tokens",
     "rank_heads",
     "read_conllu",
