@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import attnviz
 from attnviz.analysis import profile_heads, profile_reduced
 from attnviz.analysis.views import attention_view
 from attnviz.loaded.reduced import reduced_trace
@@ -22,6 +23,8 @@ from attnviz.trace import AttentionTrace
 from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
+from tests.test_device_map import block_bytes
+from tests.test_device_map import tiny_llama as tiny_llama_folder
 from tests.test_every_family import tiny
 
 T, TILE, ROWS = 40, 6, 8
@@ -138,3 +141,22 @@ def test_run_says_when_the_full_maps_do_not_fit(smollm, monkeypatch):
     reduced = smollm.run_reduced(text, tile=8)
     assert reduced.view_tiles().shape == (30, 9, 8, 8) and reduced.queries.dtype == np.float16
     assert smollm.run("The keys.").attentions.shape[-1] <= 4  # a short text still gets its full maps
+
+
+tiny_llama = tiny_llama_folder  # test_device_map's fixture: a 4-layer random Llama saved with its tokenizer
+
+
+def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_path):  # noqa: F811
+    """Each layer reduces on the device where it runs; here a block offloaded to disk runs on the CPU."""
+    whole = attnviz.load(str(tiny_llama))
+    split = attnviz.load(str(tiny_llama), device_map="auto", offload_folder=tmp_path,
+                         max_memory={"cpu": 4 * block_bytes(whole), "disk": "10MB"})
+    assert "disk" in split.module.hf_device_map.values()
+    text = "The keys to the cabinet are on the table, and the cat sat on the mat."
+    a, b = (m.run_reduced(text, tile=6, chunk_rows=4, keep_dtype=torch.float32) for m in (split, whole))
+    for name in b.tiles:
+        np.testing.assert_allclose(a.tiles[name], b.tiles[name], atol=1e-6)
+    for name in b.statistics:
+        np.testing.assert_allclose(a.statistics[name], b.statistics[name], atol=1e-6)
+    np.testing.assert_allclose(a.queries, b.queries, atol=1e-6)
+    assert np.array_equal(a.argmax, b.argmax)
