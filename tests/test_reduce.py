@@ -131,6 +131,21 @@ def test_smollm_at_300_tokens(smollm):
                                    full.attentions[layer, head, 100:200, :250], atol=1e-6)
 
 
+def test_minilm_with_its_special_tokens(minilm):
+    """A real encoder: [CLS] and [SEP] (the hidden-special view), word pieces (the word view), no causal mask."""
+    text = "The author that the critics praise writes beautiful, unbelievably intricate books. " * 6
+    full = minilm.run(text)
+    reduced = minilm.run_reduced(text, tile=20, chunk_rows=32, keep_dtype=torch.float32)
+    assert "token_hide_special" in reduced.tiles
+    for level, hide in (("token", False), ("token", True), ("word", False)):
+        expected = pool_tiles(attention_view(full, level, hide).attentions, 20)
+        np.testing.assert_allclose(reduced.view_tiles(level, hide), expected, **TOLERANCE, err_msg=f"{level} {hide}")
+    expected, got = profile_heads(full), profile_reduced(reduced)
+    for f in fields(expected):
+        np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
+    np.testing.assert_allclose(reduced.head_window(5, 11, slice(10, 70)), full.attentions[5, 11, 10:70], atol=1e-6)
+
+
 def test_run_says_when_the_full_maps_do_not_fit(smollm, monkeypatch):
     monkeypatch.setattr(smollm, "full_maps_limit", 100_000)  # 30 x 9 float32 heads: 9 tokens fit, not 10
     text = "The keys to the cabinet are on the table, said the clerk to the man who had lost them all again."

@@ -95,8 +95,8 @@ class LoadedModel:
 
     def run(self, text: str, text_pair: str | None = None) -> AttentionTrace:
         """One forward pass of our model on `text` (and `text_pair`, encoders only): every head's full
-        float32 map. A text whose maps would pass `full_maps_limit` bytes raises ValueError: `run_reduced`
-        gives its views in bounded memory."""
+        float32 map. A text whose maps would pass `full_maps_limit` bytes (per text, in `run_batch` too)
+        raises ValueError: `run_reduced` gives its views in bounded memory."""
         return self.run_batch([text], None if text_pair is None else [text_pair])[0]
 
     # The most bytes of float32 maps `run` builds (2 GiB: SmolLM2's 30 x 9 heads at 1,024 tokens take 1.1 GB,
@@ -136,7 +136,8 @@ class LoadedModel:
         encodings = [self.encode(t, p) for t, p in zip(texts, pairs)]
         if any(len(e.ids) == 0 for e in encodings):
             raise ValueError("the text produced no tokens")
-        need = self.full_maps_bytes(max(len(e.ids) for e in encodings), len(encodings))
+        # Per text: a batch's size is the caller's choice (score_model's batch_size), one text's length is not.
+        need = self.full_maps_bytes(max(len(e.ids) for e in encodings))
         if need > self.full_maps_limit:
             raise ValueError(
                 f"the full attention maps of {max(len(e.ids) for e in encodings)} tokens need {need / 1e9:.1f} GB "
