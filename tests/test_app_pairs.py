@@ -82,7 +82,7 @@ def test_builtin_pair_sets_both_sentences_and_the_decoder_preference():
 
     expected = pair_preference(shelf.cached_model(workbench(), SMOLLM), pair)
     assert table["log-probability"].tolist() == pytest.approx([expected.good, expected.bad], abs=1e-3)
-    verdict = "prefers the Sentence" if expected.margin > 0 else "prefers the second sentence"
+    verdict = "prefers the Sentence" if expected.verdict_margin > 0 else "prefers the second sentence"
     assert any(verdict in m.value for m in at.markdown)
     assert any("common prefix (他)" in c.value for c in at.caption)  # the pair's own prefix method
     assert any("do not differ" in c.value for c in at.caption)  # a decoder's rows before the change

@@ -60,13 +60,14 @@ def test_target_text_is_read_and_aligned():
     rows = axis_tokens(head, "yaxis")
     assert rows[0] == "<pad>" and "".join(rows[1:]).replace("▁", "") == TARGET  # shifted right, no </s>
     grid = chart(at, "translate_alignment_grid")
-    assert axis_tokens(grid, "yaxis") == list(TARGET)  # each Han character and the full stop is a word
+    words = ["抽屉", "里", "的", "钥匙", "不见", "了", "。"]  # the word rule: jieba's words, the full stop
+    assert axis_tokens(grid, "yaxis") == words
     table = at.dataframe[0].value
-    # one row per target word that has a token of its own: "里的" is one piece, so "的" (whose characters
+    # one row per target word that has a token of its own: "里的" is one piece, so "的" (whose character
     # the first-overlap rule gives to "里") has no row, and its grid row is zero
-    assert list(table.iloc[:, 0]) == [w for w in TARGET if w != "的"]
+    assert list(table.iloc[:, 0]) == [w for w in words if w != "的"]
     z = z_array(grid["data"][0])
-    assert np.all(z[TARGET.index("的")] == 0) and np.all(z.sum(axis=1)[[0, 1, 2, 4]] > 0)
+    assert np.all(z[words.index("的")] == 0) and np.all(z.sum(axis=1)[[0, 1, 3, 4]] > 0)
     weights = table.iloc[:, 2].to_numpy(dtype=float)
     assert np.all((weights > 0) & (weights <= 1.0 + 1e-6))
     assert at.query_params["target"] == TARGET

@@ -99,8 +99,8 @@ def test_the_learn_table_reads_each_family_from_its_config():
     from attnviz.loading.kinds import all_family_kinds
 
     rows = {row.model_type: row for row in all_family_kinds()}
-    assert rows["gpt_oss"].layers == "sliding 128, sinks × 18 · full, sinks × 18"
-    assert "yarn" in rows["gpt_oss"].extras
-    assert rows["mistral"].layers == "sliding 4096 × 32"
-    assert rows["bert"].layers == "full × 12" and rows["bert"].extras == "—"
+    assert rows["gpt_oss"].layers == (("sliding 128, sinks", 18), ("full, sinks", 18))
+    assert ("rope_scaling", {"kind": "yarn"}) in rows["gpt_oss"].extras
+    assert rows["mistral"].layers == (("sliding 4096", 32),)
+    assert rows["bert"].layers == (("full", 12),) and rows["bert"].extras == ()
     assert "marian" not in rows  # translation models have their own page

@@ -41,7 +41,7 @@ def test_translation_view_with_a_target_text(page):
     target.fill(TARGET)
     target.press("Enter")
     page.wait_for_url("**target=**", timeout=60_000)
-    page.wait_for_function(Y_HAS, arg="钥", timeout=60_000)  # the alignment's target words
+    page.wait_for_function(Y_HAS, arg="钥匙", timeout=60_000)  # the alignment's target words (jieba: 钥匙)
     page.wait_for_timeout(1500)
     assert page.locator("[data-testid=stException]").count() == 0
     page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -39,6 +39,12 @@ EXTRA = {
     "opt": dict(ffn_dim=37, word_embed_proj_dim=32),
     "gpt_neox": dict(rotary_pct=0.5),
     "phi": dict(partial_rotary_factor=0.5),
+    "modernbert": dict(local_attention=4, cls_token_id=1, sep_token_id=2),
+    "deberta": dict(relative_attention=True, pos_att_type="c2p|p2c", position_biased_input=False,
+                    max_relative_positions=4),
+    "deberta-v2": dict(relative_attention=True, pos_att_type="p2c|c2p", position_biased_input=False, position_buckets=4,
+                       max_relative_positions=16, share_att_key=True, norm_rel_ebd="layer_norm"),
+    "electra": dict(embedding_size=16), "albert": dict(embedding_size=16),
 }
 # gemma3 is the multimodal wrapper of gemma3_text (same converter), whose config nests the text one.
 FAMILIES = [t for t, c in CONVERTERS.items() if c.module is Transformer and t != "gemma3"]
@@ -102,13 +108,17 @@ def test_head_ablation_zeroes_that_head_only(family):
 def test_the_query_key_view_reproduces_every_row(family):
     model_type, module, _, out = family
     queries, keys = out.record.stacked("queries")[:, 0].numpy(), out.record.stacked("keys")[:, 0].numpy()
+    split = bool(getattr(module.blocks[0].attn, "terms", ()))  # DeBERTa: c2p and p2c join q.k
+    terms = out.record.stacked("score_terms")[:, 0].numpy() if split else None  # L, (c2c, c2p, p2c), H, T, S
     attentions = out.attentions[:, 0].numpy().astype(np.float64)
     worst = 0.0
     for layer in range(module.config.n_layers):
         for head in range(module.config.n_heads):
             setup = module.score_setup(layer, head)
             for position in range(T):
-                view = query_key(queries[layer], keys[layer], module.kv_group, head, position, **setup)
+                extra = None if terms is None else {"c2p": terms[layer, 1, head, position],
+                                                    "p2c": terms[layer, 2, head, position]}
+                view = query_key(queries[layer], keys[layer], module.kv_group, head, position, terms=extra, **setup)
                 worst = max(worst, float(np.abs(view.probabilities - attentions[layer, head, position]).max()))
     assert worst <= 1e-5, (model_type, worst)
 

@@ -30,7 +30,7 @@ LOWER = {
 }
 THIRD_PARTY = {
     "transformer": {"torch", "numpy"},
-    "trace": {"numpy"},
+    "trace": {"numpy", "jieba"},
     "analysis": {"numpy"},
     "plots": {"numpy", "plotly"},
     "probesets": set(),

@@ -46,13 +46,14 @@ def test_insertion_in_english_maps_the_suffix_past_the_inserted_words():
     assert a.slot_of_word("b") == [0, 1, 2, 3, 3, 4, 5]  # both inserted words share the changed slot
 
 
-def test_chinese_substitution_and_insertion_align_by_characters():
+def test_chinese_substitution_and_insertion_align_by_jieba_words():
+    # jieba.lcut: 桌子/上/有/三把/椅子 and 桌子/上/有/三条/椅子 (issue 19: before, one word a character)
     a = align_texts("桌子上有三把椅子。", "桌子上有三条椅子。")
-    assert (a.prefix, a.suffix, a.kind) == (5, 3, "substitution")
-    assert a.labels("") == ["桌", "子", "上", "有", "三", "把→条", "椅", "子", "。"]
+    assert (a.prefix, a.suffix, a.kind) == (3, 2, "substitution")
+    assert a.labels("") == ["桌子", "上", "有", "三把→三条", "椅子", "。"]
     b = align_texts("你去不去学校？", "你去不去学校吗？")
-    assert (b.prefix, b.suffix, b.span_a, b.span_b, b.kind) == (6, 1, (6, 6), (6, 7), "insertion")
-    assert b.labels("")[6] == "∅→吗"
+    assert (b.prefix, b.suffix, b.span_a, b.span_b, b.kind) == (3, 1, (3, 3), (3, 4), "insertion")
+    assert b.labels("")[3] == "∅→吗"
     c = align_texts("虽然下雨了，但是我们还是去了公园。", "虽然下雨了，所以我们还是去了公园。")
     assert c.labels("")[c.changed_slot] == "但是→所以" and c.kind == "substitution"
 

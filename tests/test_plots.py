@@ -46,7 +46,7 @@ def test_model_view_is_one_uint8_heatmap_with_documented_shape():
     heatmaps = [trace for trace in fig.data if isinstance(trace, go.Heatmap)]
     assert len(heatmaps) == 1 and fig.data[0] is heatmaps[0]  # one mosaic, not a heatmap per head
     picker = fig.data[1]  # one invisible point per tile, so a click can select a head
-    assert len(fig.data) == 2 and sorted(map(tuple, picker.customdata)) == [
+    assert len(fig.data) == 3 and sorted(map(tuple, picker.customdata)) == [
         (layer, head) for layer in range(n_layers) for head in range(n_heads)]
     z = fig.data[0].z
     assert isinstance(z, np.ndarray) and z.dtype == np.uint8
@@ -121,7 +121,7 @@ def test_mosaic_scale_bends_colours_not_values(scale):
     linear, bent = plots.model_view(a), plots.model_view(a, scale=scale)
     np.testing.assert_array_equal(linear.data[0].z, bent.data[0].z)  # the hover still reads the weight
     assert bent.layout.meta["scale"] == scale and linear.data[0].colorscale != bent.data[0].colorscale
-    ticks = [float(v) for v in bent.data[0].colorbar.ticktext]
+    ticks = [float(v) for v in bent.data[2].marker.colorbar.ticktext]  # the colour bar's own trace
     assert ticks == plots.MOSAIC_TICKS[scale]
 
 
@@ -285,7 +285,7 @@ def test_head_view_opacity_grows_with_weight():
 def test_score_grid_outlines_best_and_writes_values():
     scores = np.array([[0.1, 0.2, 0.3], [0.9, 0.4, np.nan]])
     fig = plots.score_grid(scores, "subject-verb")
-    assert fig.data[0].texttemplate and "z" in fig.data[0].texttemplate
+    assert fig.data[0].texttemplate == "%{text}" and fig.data[0].text[1][0] == "0.90"  # each value in its cell
     (rect,) = fig.layout.shapes
     assert (rect.x0, rect.x1, rect.y0, rect.y1) == (-0.5, 0.5, 0.5, 1.5)
     (rect,) = plots.score_grid(scores, "x", best=(0, 2)).layout.shapes

@@ -1,10 +1,11 @@
 """Views computed as the forward pass runs (attnviz.transformer.reduce) equal the views of the full trace.
 
 Tiny random models of several families (GQA, a sliding window, soft-capping, learned sinks, ALiBi, an
-encoder) run once with the ordinary recorder and once with a Reducer that gets the probabilities in blocks
-of 8 rows; the pooled tiles of the token, hidden-special and word views, the head profile and each head's
-recomputed window must match the full trace's within 1e-6 (float32 rounding: 1e-6 plus 1e-6 relative, as
-the mean distance is in tokens). SmolLM2 does the same once at about 300 tokens through LoadedModel."""
+encoder, an encoder with local-band layers) run once with the ordinary recorder and once with a Reducer
+that gets the probabilities in blocks of 8 rows; the pooled tiles of the token, hidden-special and word
+views, the head profile and each head's recomputed window must match the full trace's within 1e-6
+(float32 rounding: 1e-6 plus 1e-6 relative, as the mean distance is in tokens). SmolLM2 (about 300
+tokens) and MiniLM do the same through LoadedModel.run_reduced."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from tests.test_device_map import tiny_llama as tiny_llama_folder
 from tests.test_every_family import tiny
 
 T, TILE, ROWS = 40, 6, 8
-FAMILIES = ["llama", "mistral", "gemma2", "gpt_oss", "bloom", "bert"]
+FAMILIES = ["llama", "mistral", "gemma2", "gpt_oss", "bloom", "bert", "modernbert"]
 TOLERANCE = dict(atol=1e-6, rtol=1e-6)
 
 
@@ -85,6 +86,12 @@ def test_head_window_equals_the_full_maps_slice(family):
             got = reduced.head_window(layer, head, slice(5, 23), slice(2, 30))
             np.testing.assert_allclose(got, full.attentions[layer, head, 5:23, 2:30], atol=1e-6)
     np.testing.assert_allclose(reduced.head_window(1, 2, range(T)), full.attentions[1, 2], atol=1e-6)
+
+
+def test_deberta_is_refused_until_head_windows_know_its_position_terms():
+    module = tiny("deberta-v2")
+    with pytest.raises(ValueError, match="DeBERTa"):
+        reduced_trace(module, token_fields(T, True) | {"input_ids": list(range(3, 3 + T))})
 
 
 def test_float16_queries_and_keys_give_the_map_to_display_precision():

@@ -123,9 +123,9 @@ def test_rows_and_columns_are_the_full_matrix_bit_for_bit(seed, monkeypatch):
     for sink_aware in (False, True):
         expected = predictions(full, sink_aware)[:, :, rows]
         np.testing.assert_array_equal(
-            scoring._row_predictions(trace.attentions, word_of_token, 30, rows, sink_aware), expected)
+            scoring._row_predictions(trace.attentions, word_of_token, list(range(30)), rows, sink_aware), expected)
         monkeypatch.setattr(scoring, "BLOCK_BYTES", 1)  # a block of one row, one head: the same numbers
         np.testing.assert_array_equal(
-            scoring._row_predictions(trace.attentions, word_of_token, 30, rows, sink_aware), expected)
+            scoring._row_predictions(trace.attentions, word_of_token, list(range(30)), rows, sink_aware), expected)
         np.testing.assert_array_equal(word_attention_matrix(trace.attentions, word_of_token, 30), full)
         monkeypatch.undo()

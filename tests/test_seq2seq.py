@@ -291,7 +291,8 @@ def test_load_marian_folder_matches_hf(marian_folder, hf_tokenizer):
     assert trace.attentions.shape[2:] == (s, s) and trace.cross_attentions.shape[2:] == (t, s)
     assert trace.tokens[0] == ">>cmn_Hans<<" and trace.offsets[0] == (0, 12)  # the code typed in the text: one token
     assert trace.words[-3:] == ["the", "table", "."]
-    assert trace.target_words == list(target)  # every Han character and the full stop are words
+    # the word rule: jieba's words of the Han run, the full stop a word of its own
+    assert trace.target_words == ["抽屉", "里", "的", "钥匙", "不见", "了", "。"]
     assert trace.target_tokens[0] == "<pad>" and trace.target_special_mask[0]
 
 

@@ -66,11 +66,18 @@ class ProbeItem:
     sep: str = " "
     lang: str | None = None
     id: str | None = None
+    # A treebank's own text and each word's span in it (the words of one multi-word token share a span);
+    # None: the text is `sep.join(words)`, each word its own span.
+    own_text: str | None = None
+    own_spans: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         words = tuple(self.words)
         object.__setattr__(self, "words", words)
         _check_words(words)
+        if self.own_text is not None or self.own_spans is not None:
+            _check_own_text(self.own_text, self.own_spans, len(words))
+            object.__setattr__(self, "own_spans", tuple(tuple(span) for span in self.own_spans))
         self._check_arc()
 
     def _check_arc(self) -> None:
@@ -89,10 +96,12 @@ class ProbeItem:
     # must not join a long sentence once per arc.
     @cached_property
     def text(self) -> str:
-        return self.sep.join(self.words)
+        return self.sep.join(self.words) if self.own_text is None else self.own_text
 
     @cached_property
     def _spans(self) -> tuple[tuple[int, int], ...]:
+        if self.own_spans is not None:
+            return self.own_spans
         return tuple(spans_of_joined_words(list(self.words), self.sep)[1])
 
     @property
@@ -117,8 +126,26 @@ def _check_words(words: tuple) -> None:
         _require_text(word, "a word")
 
 
+def _check_own_text(text, spans, n_words: int) -> None:
+    """An item's own text: a string, and one span [start, end) in it per word, in order; spans are disjoint
+    or identical (the words of one multi-word token share its span)."""
+    _require(isinstance(text, str) and spans is not None, "own_text and own_spans go together")
+    _require_text(text, "the text")
+    spans = list(spans)
+    _require(len(spans) == n_words, f"{len(spans)} spans for {n_words} words")
+    previous = (0, 0)
+    for span in spans:
+        _require(isinstance(span, tuple | list) and len(span) == 2
+                 and all(isinstance(v, int) and not isinstance(v, bool) for v in span), f"bad span {_shown(span)}")
+        start, end = span
+        _require(0 <= start < end <= len(text), f"span {_shown(tuple(span))} is outside the text")
+        _require(tuple(span) == previous or start >= previous[1], "spans must be in order and disjoint or equal")
+        previous = (start, end)
+
+
 def sentence_items(
-    words: tuple[str, ...], arcs: list[tuple[str, int, int, str | None]], sep: str = " ", lang: str | None = None
+    words: tuple[str, ...], arcs: list[tuple[str, int, int, str | None]], sep: str = " ", lang: str | None = None,
+    own_text: str | None = None, own_spans: tuple[tuple[int, int], ...] | None = None,
 ) -> list[ProbeItem]:
     """The items of one sentence, one per `(relation, source, target, id)` arc, checked as `ProbeItem`
     checks them but in time linear in the sentence: the words are checked, joined and spanned once
@@ -126,12 +153,16 @@ def sentence_items(
     words = tuple(words)
     _check_words(words)
     _require(isinstance(sep, str), f"sep must be a string, got {_shown(sep)}")
+    if own_text is not None or own_spans is not None:
+        _check_own_text(own_text, own_spans, len(words))
+        own_spans = tuple(tuple(span) for span in own_spans)
     first = None
     items = []
     for relation, source, target, item_id in arcs:
         item = object.__new__(ProbeItem)
         for name, value in (("relation", relation), ("words", words), ("source", source), ("target", target),
-                            ("sep", sep), ("lang", lang), ("id", item_id)):
+                            ("sep", sep), ("lang", lang), ("id", item_id), ("own_text", own_text),
+                            ("own_spans", own_spans)):
             object.__setattr__(item, name, value)
         item._check_arc()
         if first is None:
@@ -309,12 +340,39 @@ _INTEGER = re.compile(r"[0-9]+")  # str.isdigit also accepts '²', which int() r
 
 @dataclass(frozen=True)
 class ConlluSentence:
-    """The syntactic words of one CoNLL-U sentence with their 1-based heads (0 = root) and DEPRELs."""
+    """The syntactic words of one CoNLL-U sentence with their 1-based heads (0 = root) and DEPRELs, its
+    `# text` (None without one), whether a space follows each word (False after SpaceAfter=No; for the
+    words of a multi-word token, its range line's), and its multi-word tokens: (first word, end word, form)
+    with 0-based word indices [first, end), one per `3-4` range."""
 
     id: str
     words: tuple[str, ...]
     heads: tuple[int, ...]
     deprels: tuple[str, ...]
+    text: str | None = None
+    space_after: tuple[bool, ...] = ()
+    ranges: tuple[tuple[int, int, str], ...] = ()
+
+    @property
+    def surface(self) -> list[tuple[str, int, int, bool]]:
+        """The surface tokens (form, first word, end word, space after): a word outside a multi-word token,
+        or a multi-word token's range."""
+        spaced = self.space_after or (True,) * len(self.words)
+        tokens, k, ranges = [], 0, iter(self.ranges)
+        upcoming = next(ranges, None)
+        while k < len(self.words):
+            if upcoming is not None and upcoming[0] == k:
+                first, end, form = upcoming
+                tokens.append((form, first, end, spaced[end - 1]))
+                k, upcoming = end, next(ranges, None)
+            else:
+                tokens.append((self.words[k], k, k + 1, spaced[k]))
+                k += 1
+        return tokens
+
+
+def _space_after(misc: str) -> bool:
+    return "SpaceAfter=No" not in misc.split("|")
 
 
 def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[ConlluSentence]:
@@ -322,7 +380,13 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
     sentences: list[ConlluSentence] = []
     # (line number, form, head, deprel) of the current sentence's syntactic words
     rows: list[tuple[int, str, int, str]] = []
+    spaced: list[bool] = []
+    ranges: list[tuple[int, int, str]] = []
+    range_space = True
     sent_id: str | None = None
+    sent_text: str | None = None
+    range_end = 0  # the multi-word token being read covers the words before this (0-based) index
+    range_line = 0
     n_arcs = 0
 
     def flush() -> None:
@@ -333,12 +397,17 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 raise ValueError(
                     f"{_where(name, line_number)}: HEAD {head} is out of range for {len(rows)} words"
                 )
+        if range_end > len(rows):
+            raise ValueError(f"{_where(name, range_line)}: the multiword range ends after the sentence's last word")
         sentences.append(
             ConlluSentence(
                 id=sent_id if sent_id is not None else f"line{rows[0][0]}",
                 words=tuple(row[1] for row in rows),
                 heads=tuple(row[2] for row in rows),
                 deprels=tuple(row[3] for row in rows),
+                text=sent_text,
+                space_after=tuple(spaced),
+                ranges=tuple(ranges),
             )
         )
 
@@ -347,20 +416,35 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
         for line_number, line in lines:
             if not line.strip():
                 flush()
-                rows, sent_id = [], None
+                rows, spaced, ranges, sent_id, sent_text, range_end = [], [], [], None, None, 0
                 continue
             if line.startswith("#"):
                 # `=(.*)` and strip: `=\s*(.*\S)` backtracks quadratically on a long run of spaces
-                match = re.match(r"#\s*sent_id\s*=(.*)", line)
-                if match and match.group(1).strip():
-                    sent_id = match.group(1).strip()
+                match = re.match(r"#\s*(sent_id|text)\s*=(.*)", line)
+                if match and match.group(2).strip():
+                    if match.group(1) == "sent_id":
+                        sent_id = match.group(2).strip()
+                    else:
+                        sent_text = match.group(2).strip()
                 continue
             where = _where(name, line_number)
             columns = line.split("\t")
             if len(columns) != 10:
                 raise ValueError(f"{where}: expected 10 tab-separated columns, got {len(columns)}")
             word_id, form, head, deprel = columns[0], columns[1], columns[6], columns[7]
-            if _RANGE_ID.match(word_id) or _EMPTY_NODE_ID.match(word_id):
+            if _EMPTY_NODE_ID.match(word_id):
+                continue
+            if _RANGE_ID.match(word_id):
+                first, last = (int(part) for part in word_id.split("-"))
+                if first != len(rows) + 1 or last < first or range_end > len(rows):
+                    raise ValueError(f"{where}: the multiword range {_shown(word_id)[1:-1]} does not start at the "
+                                     f"next word ({len(rows) + 1}) or ends before it starts")
+                if not form:
+                    raise ValueError(f"{where}: empty FORM")
+                if len(form) > MAX_WORD_CHARS:
+                    raise ValueError(f"{where}: FORM has {len(form)} characters; at most {MAX_WORD_CHARS} are read")
+                ranges.append((first - 1, last, form))
+                range_end, range_line, range_space = last, line_number, _space_after(columns[9])
                 continue
             if not _INTEGER.fullmatch(word_id):
                 raise ValueError(f"{where}: ID must be an integer, a range or a decimal, got {_shown(word_id)}")
@@ -382,6 +466,8 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 n_arcs += 1
                 if n_arcs > MAX_ITEMS:
                     raise ValueError(f"{where}: more than {MAX_ITEMS} arcs (items); split the file")
+            # a multi-word token's words take its range line's SpaceAfter
+            spaced.append(_space_after(columns[9]) if len(rows) >= range_end else range_space)
             rows.append((line_number, form, int(head), deprel))
         flush()
     return sentences
@@ -391,27 +477,96 @@ def read_conllu_sentences(path: str | PathLike) -> list[ConlluSentence]:
     return parse_conllu_sentences(_read(path), name=_base_name(path))
 
 
-def conllu_items(sentences: list[ConlluSentence], sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
-    """Every head != 0 arc: source = dependent, target = head; `id` is `"<sent_id>/<dependent id>"`.
+def _found_in(text: str, forms: list[str]) -> list[tuple[int, int]] | None:
+    """The span of each form in `text`, found left to right with only whitespace before, between and after
+    them; None when they cannot be (the text disagrees with the forms)."""
+    spans, position = [], 0
+    for form in forms:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if not text.startswith(form, position):
+            return None
+        spans.append((position, position + len(form)))
+        position += len(form)
+    return spans if not text[position:].strip() else None
 
-    Linear in the words: a sentence's words are checked and joined once for all its arcs."""
+
+def _joined(surface) -> tuple[str, list[tuple[int, int]]]:
+    """The surface forms joined with a space, except after a token marked SpaceAfter=No, and their spans."""
+    pieces, spans, position = [], [], 0
+    for k, (form, _, _, space_after) in enumerate(surface):
+        spans.append((position, position + len(form)))
+        gap = " " if space_after and k < len(surface) - 1 else ""
+        pieces.append(form + gap)
+        position += len(form) + len(gap)
+    return "".join(pieces), spans
+
+
+def sentence_text(sentence: ConlluSentence) -> tuple[str, tuple[tuple[int, int], ...], bool]:
+    """What the model reads for a sentence, each syntactic word's span in it, and whether `# text` disagreed
+    with the forms (docs/architecture.md, "Probe items and input formats"): the `# text` when its surface
+    forms are found in it left to right with only whitespace between; else (and without one) the surface
+    forms joined with a space except after SpaceAfter=No. The words of a multi-word token share its span."""
+    surface = sentence.surface
+    forms = [form for form, _, _, _ in surface]
+    found = None if sentence.text is None else _found_in(sentence.text, forms)
+    disagreed = sentence.text is not None and found is None
+    text, spans = (sentence.text, found) if found is not None else _joined(surface)
+    word_spans = [None] * len(sentence.words)
+    for (_, first, end, _), span in zip(surface, spans):
+        for k in range(first, end):
+            word_spans[k] = span
+    return text, tuple(word_spans), disagreed
+
+
+@dataclass(frozen=True)
+class ConlluReading:
+    """A treebank's items and what reading it its own way left out: arcs between two words of one
+    multi-word token (they share a span, so no head can tell them apart) and the sentences whose `# text`
+    disagreed with their forms (their joined forms were read instead)."""
+
+    items: list[ProbeItem]
+    sentences: int
+    skipped_arcs: int
+    disagreed: int
+
+
+def conllu_reading(sentences: list[ConlluSentence], lang: str | None = None) -> ConlluReading:
+    """Every head != 0 arc: source = dependent, target = head; `id` is `"<sent_id>/<dependent id>"`; the
+    text and spans of `sentence_text`. Linear in the words: a sentence's words are checked and spanned
+    once for all its arcs."""
     items: list[ProbeItem] = []
+    skipped = disagreed = 0
     for sentence in sentences:
-        arcs = [(deprel, k, head - 1, f"{sentence.id}/{k + 1}")
-                for k, (head, deprel) in enumerate(zip(sentence.heads, sentence.deprels)) if head != 0]
+        text, spans, differs = sentence_text(sentence)
+        disagreed += differs
+        arcs = []
+        for k, (head, deprel) in enumerate(zip(sentence.heads, sentence.deprels)):
+            if head == 0:
+                continue
+            if spans[k] == spans[head - 1]:  # two words of one multi-word token
+                skipped += 1
+                continue
+            arcs.append((deprel, k, head - 1, f"{sentence.id}/{k + 1}"))
         if arcs:
-            items.extend(sentence_items(sentence.words, arcs, sep=sep, lang=lang))
-    return items
+            items.extend(sentence_items(sentence.words, arcs, lang=lang, own_text=text, own_spans=spans))
+    return ConlluReading(items, len(sentences), skipped, disagreed)
 
 
-def parse_conllu(
-    text: str | bytes, sep: str = " ", name: str = "<conllu>", lang: str | None = None
-) -> list[ProbeItem]:
-    return conllu_items(parse_conllu_sentences(text, name=name), sep=sep, lang=lang)
+def conllu_items(sentences: list[ConlluSentence], lang: str | None = None) -> list[ProbeItem]:
+    return conllu_reading(sentences, lang).items
 
 
-def read_conllu(path: str | PathLike, sep: str = " ", lang: str | None = None) -> list[ProbeItem]:
-    return parse_conllu(_read(path), sep=sep, name=_base_name(path), lang=lang)
+def parse_conllu_reading(text: str | bytes, name: str = "<conllu>", lang: str | None = None) -> ConlluReading:
+    return conllu_reading(parse_conllu_sentences(text, name=name), lang=lang)
+
+
+def parse_conllu(text: str | bytes, name: str = "<conllu>", lang: str | None = None) -> list[ProbeItem]:
+    return parse_conllu_reading(text, name=name, lang=lang).items
+
+
+def read_conllu(path: str | PathLike, lang: str | None = None) -> list[ProbeItem]:
+    return parse_conllu(_read(path), name=_base_name(path), lang=lang)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,15 +660,23 @@ def read_winobias(path: str | PathLike) -> list[ProbeItem]:
 FORMATS = ("probes", "conllu", "winobias")
 
 
-def parse_items(kind: str, text: str | bytes, name: str, sep: str = " ") -> list[ProbeItem]:
-    """Items of a probe JSONL, CoNLL-U (`sep` joins its words) or WinoBias text."""
+def parse_items(kind: str, text: str | bytes, name: str) -> list[ProbeItem]:
+    """Items of a probe JSONL, CoNLL-U (read from its own text) or WinoBias text."""
+    return parse_item_file(kind, text, name).items
+
+
+def parse_item_file(kind: str, text: str | bytes, name: str) -> ConlluReading:
+    """`parse_items` with what the reading left out (a treebank's skipped arcs and disagreeing texts; zero
+    for the other formats, which keep the words they are given)."""
     if kind == "probes":
-        return parse_probes(text, name=name)
-    if kind == "conllu":
-        return parse_conllu(text, sep=sep, name=name)
-    if kind == "winobias":
-        return parse_winobias(text, name=name)
-    raise ValueError(f"unknown item format {kind!r}; known: {', '.join(FORMATS)}")
+        items = parse_probes(text, name=name)
+    elif kind == "conllu":
+        return parse_conllu_reading(text, name=name)
+    elif kind == "winobias":
+        items = parse_winobias(text, name=name)
+    else:
+        raise ValueError(f"unknown item format {kind!r}; known: {', '.join(FORMATS)}")
+    return ConlluReading(items, len({item.text for item in items}), 0, 0)
 
 
 _FORMAT_OF_SUFFIX = {
@@ -556,5 +719,9 @@ def detect_format(name: str, data: str | bytes) -> str:
     raise ValueError(f"{name}: no content to tell the format from")
 
 
-def read_items(kind: str, path: str | PathLike, sep: str = " ") -> list[ProbeItem]:
-    return parse_items(kind, _read(path), _base_name(path), sep)
+def read_items(kind: str, path: str | PathLike) -> list[ProbeItem]:
+    return parse_items(kind, _read(path), _base_name(path))
+
+
+def read_item_file(kind: str, path: str | PathLike) -> ConlluReading:
+    return parse_item_file(kind, _read(path), _base_name(path))

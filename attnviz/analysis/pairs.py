@@ -5,8 +5,8 @@ Alignment (`align_words`): the longest common prefix of words, then the longest 
 is left; what remains in each sentence is its differing span (`span_a`, `span_b`, half-open word
 ranges). A substitution ("are" / "is") has a span of one or more words on both sides; an insertion has
 an empty span on one side. Words compare as exact strings; words follow the trace's word rule
-(`attnviz.trace.split_words`: whitespace, and every CJK character and punctuation mark a word of its
-own), so Chinese pairs align character by character.
+(`attnviz.trace.split_words`: whitespace, jieba's words in a run of Han characters, every other CJK
+character and every punctuation mark a word of its own), so Chinese pairs align by jieba's words.
 
 Slots: the two sentences are compared on one axis of `prefix + 1 + suffix` slots: the common prefix
 words, one slot for the differing span, then the common suffix words. Outside the span, slot k is the

@@ -144,3 +144,13 @@ def profile_head(trace: AttentionTrace, layer: int, head: int) -> dict[str, floa
         raise ValueError(f"no head ({layer}, {head}) in attentions of shape {attentions.shape}")
     attentions = attentions[layer : layer + 1, head : head + 1]  # [1, 1, T, T]
     return _profile(attentions, special_tokens(trace), punctuation_tokens(trace)).head(0, 0)
+
+
+def profile_map(trace: AttentionTrace, matrix: np.ndarray) -> dict[str, float | int | bool]:
+    """The statistics of one token-level map [T, T] over the trace's tokens that is not a raw head: a lens's
+    map (value-weighted, or the one rollout or flow map of a layer), so a profile describes the map drawn."""
+    m = np.asarray(matrix)
+    n = len(trace.offsets)
+    if m.shape != (n, n):
+        raise ValueError(f"expected a [{n}, {n}] map over the trace's tokens, got shape {m.shape}")
+    return _profile(m[None, None], special_tokens(trace), punctuation_tokens(trace)).head(0, 0)

@@ -10,7 +10,9 @@ key of query head h is KV head kv_group[h]. Where a model adds more to the score
 and keeps it apart: the head's ALiBi term slope_h * j (BLOOM); Gemma 2's soft-cap, cap * tanh(s / cap),
 applied after the sum (`scores` are then the capped scores, `capped` says so); a layer's window (the
 keys a query may see); gpt-oss's learned sink, a logit in the softmax's denominator with no key (the
-probabilities then sum to 1 - `sink_share`). Pure numpy on arrays recorded by the caller.
+probabilities then sum to 1 - `sink_share`); DeBERTa's position terms, content->position and
+position->content (`terms`, recorded by the model: LoadedModel.score_terms), added to q.k as their sum
+in `bias` and kept by name in `terms`. Pure numpy on arrays recorded by the caller.
 
 Shapes: H query heads, K key/value heads, T query positions, S key positions, D head dim.
 """
@@ -38,6 +40,7 @@ class QueryKeyView:
     probabilities: np.ndarray  # [S] softmax of the visible scores, 0 elsewhere
     capped: bool = False  # scores went through a soft-cap
     sink_share: float = 0.0  # the weight the learned sink took (the probabilities sum to 1 - this)
+    terms: dict | None = None  # name -> [S]: the position terms that make up `bias` (DeBERTa's c2p, p2c)
 
     @property
     def head_dim(self) -> int:
@@ -46,13 +49,13 @@ class QueryKeyView:
 
 def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal: bool = False,
               scale: float | None = None, window: int | None = None, softcap: float | None = None,
-              slope: float | None = None, sink: float | None = None) -> QueryKeyView:
+              slope: float | None = None, sink: float | None = None, terms: dict | None = None) -> QueryKeyView:
     """The view for `head` and query position `query`, from one layer's queries [H, T, D] and keys
     [K, S, D]. `causal` hides keys after the query (aligned at the end when keys include a prefix);
     `window` hides keys beyond a sliding window (causal: the last `window` keys; otherwise keys more than
     window // 2 away, ModernBERT's band); `scale` defaults to 1 / sqrt(D), the kernel's; `slope` is the
-    head's ALiBi slope, `softcap` the score cap, `sink` the head's learned sink logit (see the module
-    docstring)."""
+    head's ALiBi slope, `softcap` the score cap, `sink` the head's learned sink logit, `terms` named [S]
+    score terms of this query beside q.k (DeBERTa's c2p and p2c; see the module docstring)."""
     q_all, k_all = np.asarray(queries, dtype=np.float64), np.asarray(keys, dtype=np.float64)
     if q_all.ndim != 3 or k_all.ndim != 3 or q_all.shape[-1] != k_all.shape[-1]:
         raise ValueError(f"queries must be [H, T, D] and keys [K, S, D], got {q_all.shape} and {k_all.shape}")
@@ -78,6 +81,11 @@ def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal:
         visible &= (keys_at > at - window) if causal else (np.abs(keys_at - at) <= window // 2)
     products = q[None, :] * k * scale  # S, D
     bias = np.zeros(n_keys) if slope is None else slope * keys_at.astype(np.float64)
+    extra = {name: np.asarray(term, dtype=np.float64) for name, term in (terms or {}).items()}
+    for name, term in extra.items():
+        if term.shape != (n_keys,):
+            raise ValueError(f"score term {name!r} has shape {term.shape}, expected ({n_keys},)")
+        bias = bias + term
     total = products.sum(axis=-1) + bias
     if softcap is not None:
         total = softcap * np.tanh(total / softcap)
@@ -91,5 +99,5 @@ def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal:
         scores=scores, bias=bias, positive=np.where(products > 0, products, 0).sum(axis=-1),
         negative=np.where(products < 0, products, 0).sum(axis=-1), visible=visible,
         probabilities=probabilities, capped=softcap is not None,
-        sink_share=0.0 if sink is None else float(1.0 - probabilities.sum()),
+        sink_share=0.0 if sink is None else float(1.0 - probabilities.sum()), terms=extra or None,
     )

@@ -107,6 +107,24 @@ def word_one_hot(word_of_token: Sequence[int | None], n_words: int) -> np.ndarra
     return one_hot
 
 
+def _segments(word_of_token: Sequence[int | None], place: dict[int, int]) -> tuple[np.ndarray, ...]:
+    """The tokens that belong to a placed word, grouped by place: (token order, where each group starts in
+    it, each group's place). `place` maps a word to its row or column of the result."""
+    kept = [(place[w], t) for t, w in enumerate(word_of_token) if w is not None and w in place]
+    kept.sort()  # by place, then token: each group's tokens in text order, so every sum has one order
+    places = np.fromiter((p for p, _ in kept), dtype=np.intp, count=len(kept))
+    order = np.fromiter((t for _, t in kept), dtype=np.intp, count=len(kept))
+    starts = np.flatnonzero(np.r_[True, places[1:] != places[:-1]]) if len(kept) else np.empty(0, np.intp)
+    return order, starts, places[starts]
+
+
+def _as_slice(order: np.ndarray) -> slice | None:
+    """`order` as a slice when it is a run of consecutive positions."""
+    if len(order) and order[-1] - order[0] == len(order) - 1 and (len(order) < 2 or (np.diff(order) == 1).all()):
+        return slice(int(order[0]), int(order[-1]) + 1)
+    return None
+
+
 # The float64 work of word attention is done in blocks of about this many bytes: a block of heads of
 # one layer, and in the scorer a block of rows (docs/architecture.md, "Scoring rule").
 BLOCK_BYTES = 8 * 2**20
@@ -123,42 +141,45 @@ def word_attention_matrix(
     """W [L, H, R, C] from token attentions [L, H, T, T]: the rows `rows` and columns `columns` (word
     indices; default all n words, so [L, H, n, n]); rows and columns of words without tokens are 0.
 
-    Computed in float64 one block of heads of one layer at a time (a float64 copy of a whole 512-token
-    trace would take hundreds of MB; one block is about BLOCK_BYTES), only the query tokens of `rows`
-    read, and stored as `dtype`. Every entry is the same float64 sum, divided once, whichever rows and
-    columns are asked for."""
-    n_layers, n_heads, n_tokens = attentions.shape[0], attentions.shape[1], len(word_of_token)
-    if rows is None:
-        row_words, query = np.arange(n_words), None  # every token, as one-hot rows of zeros or one 1
-        row_hot = word_one_hot(word_of_token, n_words)
-    else:
-        row_words = np.asarray(rows, dtype=np.intp).reshape(-1)
-        position = {int(w): k for k, w in enumerate(row_words)}
-        query = [t for t, w in enumerate(word_of_token) if w in position]
-        row_hot = np.zeros((len(query), len(row_words)))
-        row_hot[np.arange(len(query)), [position[word_of_token[t]] for t in query]] = 1.0
-    if columns is None and rows is None:
-        column_hot = row_hot
-    else:
-        column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
-        place = {int(w): k for k, w in enumerate(column_words)}
-        column_hot = np.zeros((n_tokens, len(column_words)))
-        for t, w in enumerate(word_of_token):
-            if w in place:
-                column_hot[t, place[w]] = 1.0
-    counts = np.maximum(row_hot.sum(axis=0), 1.0)[:, None]  # [R, 1]
-    n_query = n_tokens if query is None else len(query)
-    out = np.empty((n_layers, n_heads, len(row_words), column_hot.shape[1]), dtype=dtype)
-    block = max(1, BLOCK_BYTES // max(1, 8 * n_query * n_tokens))
+    Segment sums (`np.add.reduceat`) over the tokens of each word, gathered in word order: the sum over a
+    row word's tokens of the sum over a column word's tokens, in float64, divided once by the row word's
+    token count. Linear in the attention cells: the one-hot matrix products it replaced cost T x T x n
+    multiply-adds a head (benchmarks/bench_word_level.py). Computed one block of heads of one layer at a time (a
+    float64 copy of a whole 512-token trace would take hundreds of MB; one block is about BLOCK_BYTES), only
+    the query tokens of `rows` read, and stored as `dtype`. Every entry is the same float64 sum, in the same
+    order, divided once, whichever rows and columns are asked for."""
+    n_layers, n_heads = attentions.shape[0], attentions.shape[1]
+    row_words = np.arange(n_words) if rows is None else np.asarray(rows, dtype=np.intp).reshape(-1)
+    column_words = np.arange(n_words) if columns is None else np.asarray(columns, dtype=np.intp).reshape(-1)
+    (unique_rows, row_copy), (unique_columns, column_copy) = (np.unique(row_words, return_inverse=True),
+                                                              np.unique(column_words, return_inverse=True))
+    if len(unique_rows) < len(row_words) or len(unique_columns) < len(column_words):
+        # a word asked for twice (the words of one multi-word token share its unit): computed once, copied
+        once = word_attention_matrix(attentions, word_of_token, n_words, dtype, unique_rows, unique_columns)
+        return once[:, :, row_copy][:, :, :, column_copy]
+    row_place = {int(w): k for k, w in enumerate(row_words)}
+    column_place = {int(w): k for k, w in enumerate(column_words)}
+    query, query_starts, row_at = _segments(word_of_token, row_place)
+    key, key_starts, column_at = _segments(word_of_token, column_place)
+    out = np.zeros((n_layers, n_heads, len(row_words), len(column_words)), dtype=dtype)
+    if len(query) == 0 or len(key) == 0:
+        return out
+    counts = np.diff(np.r_[query_starts, len(query)]).astype(np.float64)[:, None]  # [R', 1]
+    cells = np.ix_(row_at, column_at)
+    # tokens in text order without gaps (the common case) are read as a slice, not gathered
+    query_at, key_at = _as_slice(query), _as_slice(key)
+    gather = (slice(None), query[:, None], key[None, :]) if query_at is None or key_at is None else None
+    block = max(1, BLOCK_BYTES // max(1, 12 * len(query) * len(key)))
     for layer in range(n_layers):
         for start in range(0, n_heads, block):
-            heads = attentions[layer, start : start + block]  # [h, T, T]
-            if query is not None:
-                heads = heads[:, query]
-            summed = np.asarray(heads, dtype=np.float64) @ column_hot  # [h, Tq, C]
-            # sum first, divide once: equal sums stay equal, whatever the BLAS summation order
-            out[layer, start : start + block] = (row_hot.T @ summed) / counts  # [h, R, C]
-            del heads, summed  # not held while the next block is gathered
+            heads = attentions[layer, start : start + block]
+            heads = heads[gather] if gather is not None else heads[:, query_at, key_at]  # [h, Tq, Tk]
+            summed = np.add.reduceat(np.asarray(heads, dtype=np.float64), query_starts, axis=1)  # [h, R', Tk]
+            del heads
+            summed = np.add.reduceat(summed, key_starts, axis=2)  # [h, R', C']
+            # sum first, divide once: equal sums stay equal
+            out[layer, start : start + block][:, cells[0], cells[1]] = summed / counts
+            del summed  # not held while the next block is gathered
     return out
 
 
@@ -180,29 +201,54 @@ def _align_to_sorted_words(
 
 
 def _row_predictions(
-    attentions: np.ndarray, word_of_token: Sequence[int | None], n_words: int, rows: list[int], sink_aware: bool
+    attentions: np.ndarray, unit_of_token: Sequence[int | None], unit_of_word: Sequence[int], rows: list[int],
+    sink_aware: bool,
 ) -> np.ndarray:
-    """`predictions(word_attention_matrix(...))[:, :, rows]` [L, H, len(rows)], computing only those rows
-    and only the columns of words that have tokens, a block of rows at a time.
+    """`predictions(word_attention_matrix(...))[:, :, rows]` [L, H, len(rows)] for words whose tokens are
+    those of their unit (`unit_of_word[w]`: the span it shares, a multi-word token's, or its own), computing
+    only those rows and only the columns of words that have tokens, a block of rows at a time.
 
     The same predictions: a word without tokens has W == 0 in every row, and a prediction needs a
-    maximum above 0, so such a column is never predicted."""
+    maximum above 0, so such a column is never predicted. Words of one unit have the same row and column,
+    so ties among them go to the lowest word index, as any tie. `sink_aware` drops word 0 and the words
+    that share its span (the sink token's weight is in all of their columns)."""
     n_layers, n_heads = attentions.shape[:2]
-    columns = np.array(sorted({w for w in word_of_token if w is not None}), dtype=np.intp)
+    unit_of_word = np.asarray(unit_of_word, dtype=np.intp)
+    has_unit = np.zeros(len(unit_of_word) and int(unit_of_word.max()) + 1, dtype=bool)
+    has_unit[[u for u in unit_of_token if u is not None]] = True
+    columns = np.flatnonzero(has_unit[unit_of_word]) if len(unit_of_word) else np.empty(0, np.intp)
     column_of = {int(w): k for k, w in enumerate(columns)}
+    first_span = np.flatnonzero(unit_of_word == unit_of_word[0]) if sink_aware and len(unit_of_word) else []
+    sink = [column_of[int(w)] for w in first_span if int(w) in column_of]
     out = np.empty((n_layers, n_heads, len(rows)), dtype=np.int64)
     step = _rows_per_block(n_layers, n_heads, len(columns), len(rows))
+    n_units = len(has_unit)
+    if n_units < len(unit_of_word):  # shared units: a block is computed once per unit, then copied; half as many
+        step = max(1, step // 2)
     for start in range(0, len(rows), step):
         part = rows[start : start + step]
-        block = word_attention_matrix(attentions, word_of_token, n_words, np.float64, part, columns)
+        block = word_attention_matrix(attentions, unit_of_token, n_units, np.float64, unit_of_word[part],
+                                      unit_of_word[columns])
         block[:, :, np.arange(len(part)), [column_of[w] for w in part]] = -np.inf  # j != i
-        if sink_aware and 0 in column_of:
-            block[..., column_of[0]] = -np.inf
+        if sink:
+            block[..., sink] = -np.inf
         predicted = block.argmax(axis=-1)  # first index on ties, columns in word order
         best = np.take_along_axis(block, predicted[..., None], axis=-1)[..., 0]
         out[:, :, start : start + len(part)] = np.where(best > 0, columns[predicted], -1)
         del block, predicted, best  # one block of rows alive at a time
     return out
+
+
+def _units(spans: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[int]]:
+    """The distinct spans of an item's words, in order, and the unit of each word (the words of a
+    multi-word token share one span, so one unit; every other word is a unit of its own)."""
+    units: list[tuple[int, int]] = []
+    unit_of_word: list[int] = []
+    for span in spans:
+        if not units or units[-1] != tuple(span):
+            units.append(tuple(span))
+        unit_of_word.append(len(units) - 1)
+    return units, unit_of_word
 
 
 def _rows_per_block(n_layers: int, n_heads: int, n_columns: int, n_rows: int) -> int:
@@ -224,9 +270,10 @@ def scoring_peak_bytes(
     distinct words read (sources and targets), default the worst case, every word with a token.
 
     Traces are scored one after another, so scoring a batch needs the largest of its traces' figure.
-    Mirrors `_row_predictions` and `word_attention_matrix`: the column one-hot [T, C], a block of
-    rows [L, H, r, C] with its argmax, and per block of heads the query rows gathered (float32, then
-    float64) and reduced, where C <= min(n_words, T) words have tokens."""
+    Mirrors `_row_predictions` and `word_attention_matrix`: a block of rows [L, H, r, C] with its argmax,
+    and per block of heads the query rows' tokens gathered (float32, then float64) and summed over the
+    row words' tokens [h, r, T], then over the column words' tokens [h, r, C] (and its quotient), where
+    C <= min(n_words, T) words have tokens."""
     n_columns = min(n_words, n_tokens)
     n_rows = n_columns if n_rows is None else min(n_rows, n_columns)
     python = _SLACK_BYTES + _PYTHON_BYTES_PER_TOKEN * n_tokens + _PYTHON_BYTES_PER_WORD * n_words
@@ -235,25 +282,28 @@ def scoring_peak_bytes(
     rows = _rows_per_block(n_layers, n_heads, n_columns, n_rows)
     # the block's words hold at most the tokens the other words with tokens leave
     query = max(rows, n_tokens - (n_columns - rows))
-    heads = min(n_heads, max(1, BLOCK_BYTES // max(1, 8 * query * n_tokens)))
-    per_heads = heads * (12 * query * n_tokens + 8 * query * n_columns + 16 * rows * n_columns) + 8 * query * rows
+    heads = min(n_heads, max(1, BLOCK_BYTES // max(1, 12 * query * n_tokens)))
+    per_heads = heads * (12 * query * n_tokens + 8 * rows * n_tokens + 16 * rows * n_columns)
     row_block = n_layers * n_heads * rows * (8 * n_columns + 32)  # float64 block; argmax, best, where
     held = 8 * n_layers * n_heads * n_rows  # the predictions kept for the trace's items
-    return int(python + 8 * n_tokens * n_columns + row_block + per_heads + held)
+    return int(python + row_block + per_heads + held)
 
 
 def _word_map(
     trace: AttentionTrace,
     word_spans: Sequence[tuple[int, int]] | None,
     word_sequence: Sequence[int] | None = None,
-) -> tuple[list[int | None], int]:
+) -> tuple[list[int | None], int, list[int]]:
+    """(the unit of each token, the number of units, the unit of each word): the trace's own words (one unit
+    a word), or the words at `word_spans`, where words of one span (a multi-word token) share a unit."""
     if word_spans is None:
         word_of_token = list(trace.word_of_token)
         known = [w for w in word_of_token if w is not None]
-        return word_of_token, max([len(trace.words), *(w + 1 for w in known)])
-    spans = list(word_spans)
-    sequence = None if word_sequence is None else list(word_sequence)
-    return align_tokens_to_words(trace.offsets, trace.sequence_ids, spans, sequence), len(spans)
+        n_words = max([len(trace.words), *(w + 1 for w in known)])
+        return word_of_token, n_words, list(range(n_words))
+    units, unit_of_word = _units(list(word_spans))
+    sequence = None if word_sequence is None else [word_sequence[unit_of_word.index(u)] for u in range(len(units))]
+    return align_tokens_to_words(trace.offsets, trace.sequence_ids, units, sequence), len(units), unit_of_word
 
 
 def word_attention(
@@ -262,24 +312,28 @@ def word_attention(
     word_sequence: Sequence[int] | None = None,
     head: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans); with
-    `head` = (layer, head), that head's alone, [1, 1, n, n] (every head of a 900-word item is 1.7 GB)."""
-    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    """W [L, H, n, n] of a trace: its own words, or the words at `word_spans` (character spans; words of
+    one span share its tokens); with `head` = (layer, head), that head's alone, [1, 1, n, n] (every head
+    of a 900-word item is 1.7 GB)."""
+    unit_of_token, n_units, unit_of_word = _word_map(trace, word_spans, word_sequence)
     attentions = self_attentions(trace)
     if head is not None:
         attentions = attentions[head[0]:head[0] + 1, head[1]:head[1] + 1]
-    return word_attention_matrix(attentions, word_of_token, n_words)
+    if unit_of_word == list(range(n_units)):
+        return word_attention_matrix(attentions, unit_of_token, n_units)
+    return word_attention_matrix(attentions, unit_of_token, n_units, np.float64, unit_of_word, unit_of_word)
 
 
-def predictions(word_attn: np.ndarray, sink_aware: bool = False) -> np.ndarray:
+def predictions(word_attn: np.ndarray, sink_aware: bool = False, sink_words: int = 1) -> np.ndarray:
     """[L, H, n] int: each head's predicted word for every word i (argmax over j != i); -1 = none.
 
-    `sink_aware` also drops word 0 from the candidates (the first token's attention sink)."""
+    `sink_aware` also drops word 0 from the candidates (the first token's attention sink), and with it the
+    words that share its span (`sink_words` in all: a treebank's multi-word token at the start)."""
     n = word_attn.shape[-1]
     masked = word_attn.copy()
     masked[..., np.arange(n), np.arange(n)] = -np.inf
     if sink_aware:
-        masked[..., 0] = -np.inf
+        masked[..., :sink_words] = -np.inf
     predicted = masked.argmax(axis=-1)  # first index on ties
     best = np.take_along_axis(masked, predicted[..., None], axis=-1)[..., 0]
     return np.where(best > 0, predicted, -1)
@@ -296,12 +350,13 @@ def rank_heads(
 
     Words are the trace's own (`trace.word_of_token`) unless `word_spans` gives character spans.
     """
-    word_of_token, n_words = _word_map(trace, word_spans, word_sequence)
+    unit_of_token, _, unit_of_word = _word_map(trace, word_spans, word_sequence)
+    n_words = len(unit_of_word)
     for name, word in (("source_word", source_word), ("target_word", target_word)):
         if not 0 <= word < n_words:
             raise ValueError(f"{name}={word} is out of range for {n_words} words")
-    rows = [t for t, w in enumerate(word_of_token) if w == source_word]
-    cols = [t for t, w in enumerate(word_of_token) if w == target_word]
+    rows = [t for t, u in enumerate(unit_of_token) if u == unit_of_word[source_word]]
+    cols = [t for t, u in enumerate(unit_of_token) if u == unit_of_word[target_word]]
     if not rows or not cols:
         raise ValueError("the source or target word has no token (truncated?)")
     attentions = self_attentions(trace)
@@ -360,8 +415,8 @@ class ScoreAccumulator:
         # Linear in the items' words: a text object is compared once, a words tuple hashed once (the
         # items of one CoNLL-U sentence share both), so a long sentence's n arcs cost n, not n².
         checked: set[int] = set()
-        key_of: dict[tuple[int, str], tuple[tuple[str, ...], str]] = {}
-        groups: dict[tuple[tuple[str, ...], str], list[ProbeItem]] = {}
+        key_of: dict[tuple[int, int], tuple] = {}
+        groups: dict[tuple, list[ProbeItem]] = {}
         for item in items:
             text = item.text
             if trace.texts and id(text) not in checked:
@@ -370,22 +425,24 @@ class ScoreAccumulator:
                         f"item {item.id or text!r} was scored with a trace of another text {trace.texts[0]!r}"
                     )
                 checked.add(id(text))
-            by_id = (id(item.words), item.sep)
+            spans = item._spans
+            by_id = (id(item.words), id(spans))
             if by_id not in key_of:
-                key_of[by_id] = (item.words, item.sep)
+                key_of[by_id] = (item.words, spans)
             groups.setdefault(key_of[by_id], []).append(item)
         # W once per distinct word segmentation, only the rows its items read
-        predicted_of: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, dict[int, int], set[int]]] = {}
+        predicted_of: dict[tuple, tuple[np.ndarray, dict[int, int], set[int]]] = {}
         for key, group in groups.items():
-            first = group[0]
-            word_of_token = _align_to_sorted_words(trace.offsets, trace.sequence_ids, first.word_spans)
-            has_token = {w for w in word_of_token if w is not None}
+            units, unit_of_word = _units(group[0].word_spans)
+            unit_of_token = _align_to_sorted_words(trace.offsets, trace.sequence_ids, units)
+            has_unit = {u for u in unit_of_token if u is not None}
+            has_token = {w for w, u in enumerate(unit_of_word) if u in has_unit}
             rows = sorted({w for item in group for w in (item.source, item.target)} & has_token)
-            predicted = (_row_predictions(attentions, word_of_token, len(first.words), rows, self.sink_aware)
+            predicted = (_row_predictions(attentions, unit_of_token, unit_of_word, rows, self.sink_aware)
                          if rows else np.empty((*attentions.shape[:2], 0), dtype=np.int64))
             predicted_of[key] = (predicted, {w: k for k, w in enumerate(rows)}, has_token)
         for item in items:
-            predicted, row_of, has_token = predicted_of[key_of[(id(item.words), item.sep)]]
+            predicted, row_of, has_token = predicted_of[key_of[(id(item.words), id(item._spans))]]
             counts = self._relation(item.relation)
             if item.source not in has_token or item.target not in has_token:
                 counts.n_skipped += 1

@@ -40,6 +40,19 @@ def token_labels(trace: AttentionTrace) -> list[str]:
     return labels
 
 
+def word_runs(trace: AttentionTrace) -> list[tuple[int | None, int, int]]:
+    """The tokens grouped as the page's token chips group them: (word, first token, end) for each run of
+    consecutive tokens of one word (`trace.word_of_token`), and (None, t, t + 1) for a token of no word
+    (special tokens, a token of only spaces). The runs cover every token once, in order."""
+    runs: list[tuple[int | None, int, int]] = []
+    for t, word in enumerate(trace.word_of_token):
+        if word is not None and runs and runs[-1][0] == word and runs[-1][2] == t:
+            runs[-1] = (word, runs[-1][1], t + 1)
+        else:
+            runs.append((word, t, t + 1))
+    return runs
+
+
 def visible_token(text: str, token_bytes: bytes | None = None) -> str:
     """A decoded token as a table shows it: spaces and line breaks as signs, and a piece of a character
     (decoding gives U+FFFD) as its bytes, e.g. "⟨e7 8c⟩"."""

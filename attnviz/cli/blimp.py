@@ -41,11 +41,13 @@ def run_blimp_command(args) -> int:
         for method, count in r.methods.items():
             overall.methods[method] = overall.methods.get(method, 0) + count
     if args.json:
-        print(json.dumps({"model": args.model, "data": args.data, "limit": args.limit,
+        print(json.dumps({"model": args.model, "data": args.data, "limit": args.limit, "metric": "sum",
                           "files": {r.name: r.to_json() for r in results}, "overall": overall.to_json()}))
         return 0
     print(f"model: {args.model}  (accuracy = share of pairs whose good sentence scores higher; margin = mean "
           "log-prob good - bad, nats)")
+    print("metric: BLiMP's own, the summed log-probability of each side, whatever its token count (the Explore "
+          "page compares per-token means when the counts differ)")
     print(f"{'file':45s} {'n':>6s} {'accuracy':>9s} {'margin':>8s}  method")
     for r in [*results, overall]:
         methods = ", ".join(f"{m} {c}" for m, c in r.methods.items())

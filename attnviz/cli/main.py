@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     sources.add_argument("--conllu", help="a Universal Dependencies .conllu file")
     sources.add_argument("--winobias", help="a WinoBias file of bracketed sentences")
     probe.add_argument("--relation", help="only this relation")
-    probe.add_argument("--sep", default=" ", help='word separator for --conllu ("" for Chinese)')
+    probe.add_argument("--sep", default=None, help="no longer used: a treebank is read from its own text "
+                       "(# text, or its forms joined as SpaceAfter says); kept so old command lines run")
     probe.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
     probe.add_argument("--batch-size", type=_positive_int, default=32)
     probe.add_argument("--sink-aware", action="store_true",

@@ -20,6 +20,10 @@ Methods (`preference_method`), all natural-log probabilities from `attnviz.inter
   ValueError(NOT_AVAILABLE).
 
 The model prefers the good sentence when its score is strictly higher (a tie counts as not preferred).
+What the verdict compares (`Preference.compares`): the sums above when both sides score the same number of
+tokens; the per-token means (sum / tokens) when they do not, since a sum of log-probabilities falls with
+every token scored and would reward the shorter side for its length alone (他比我高 against 他比我很高).
+The `blimp` command keeps BLiMP's own metric, the sum (`Preference.margin`), whatever the token counts.
 """
 
 from __future__ import annotations
@@ -57,11 +61,39 @@ class Preference:
 
     @property
     def margin(self) -> float:
+        """good - bad of the summed scores: BLiMP's metric, which the `blimp` command counts."""
         return self.good - self.bad
 
     @property
+    def n_good(self) -> int:
+        return len(self.tokens_good)
+
+    @property
+    def n_bad(self) -> int:
+        return len(self.tokens_bad)
+
+    @property
+    def mean_good(self) -> float:
+        """The good side's mean log-probability per scored token."""
+        return self.good / self.n_good if self.n_good else float("nan")
+
+    @property
+    def mean_bad(self) -> float:
+        return self.bad / self.n_bad if self.n_bad else float("nan")
+
+    @property
+    def compares(self) -> str:
+        """"sum" when both sides score as many tokens, else "mean" (see the module docstring)."""
+        return "sum" if self.n_good == self.n_bad else "mean"
+
+    @property
+    def verdict_margin(self) -> float:
+        """good - bad of what the verdict compares: the sums, or the per-token means."""
+        return self.margin if self.compares == "sum" else self.mean_good - self.mean_bad
+
+    @property
     def prefers_good(self) -> bool:
-        return self.margin > 0
+        return self.verdict_margin > 0
 
 
 def builtin_pairs(lang: str | None = None) -> list[MinimalPair]:

@@ -13,6 +13,7 @@ import torch
 
 from attnviz.loaded.reduced import reduced_trace
 from attnviz.trace import AttentionTrace, ReducedTrace, align_tokens_to_words, split_words
+from attnviz.transformer.deberta import TERMS
 from attnviz.transformer.model import ForwardOutput, Transformer
 from attnviz.transformer.record import Recorder
 from attnviz.transformer.reduce import CHUNK_ROWS
@@ -204,6 +205,21 @@ class LoadedModel:
     def score_setup(self, layer: int, head: int) -> dict:
         """How a head turns q.k into a score (Transformer.score_setup), for the query-key view."""
         return self.module.score_setup(layer, head)
+
+    def score_term_names(self, layer: int) -> tuple[str, ...]:
+        """The named terms layer `layer`'s score is the sum of, where it has several: DeBERTa's ("c2c",
+        "c2p", "p2c"), recorded as "score_terms"; () for a single q.k (plus the setup's bias)."""
+        return TERMS if getattr(self.module.blocks[layer].attn, "terms", ()) else ()
+
+    def score_terms(self, text: str, layer: int, head: int, query: int, text_pair: str | None = None) -> dict:
+        """name -> [S] float32: query `query`'s score terms for head `head` of layer `layer`, from one
+        recorded forward pass; they sum to the pre-softmax score (less the mask). {} where the model has
+        no separate terms (score_term_names)."""
+        names = self.score_term_names(layer)
+        if not names:
+            return {}
+        terms = self.record(text, text_pair, names=("score_terms",), layer=layer)["score_terms"]  # N, H, T, S
+        return {name: terms[i, head, query] for i, name in enumerate(names)}
 
     @torch.inference_mode()
     def forward_encodings(self, encodings, with_logits: bool = True, record: Recorder | None = None) -> ForwardOutput:

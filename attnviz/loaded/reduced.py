@@ -18,6 +18,10 @@ def reduced_trace(module: Transformer, fields: dict, device="cpu", tile: int = 6
     of one unpadded sequence. Returns the ReducedTrace of one forward pass of `module` on fields["input_ids"]."""
     if tile < 1:
         raise ValueError(f"tile must be >= 1, got {tile}")
+    if any(getattr(block.attn, "terms", ()) for block in module.blocks):
+        # DeBERTa adds relative-position terms that score_setup does not describe: head_window could not
+        # recompute its maps from queries and keys alone.
+        raise ValueError("run_reduced does not take DeBERTa's disentangled attention yet; use run on shorter texts")
     special = special_token_mask(fields.get("special_mask", []), fields["sequence_ids"])
     punctuation = punctuation_token_mask(fields["tokens"], special)
     n = len(fields["input_ids"])

@@ -8,8 +8,16 @@ import logging
 import torch
 
 from attnviz.loaded.model import LoadedModel, ModelInfo
+from attnviz.loading import cache
 from attnviz.loading.registry import CONVERTERS, converter_for
-from attnviz.loading.size import ModelTooLarge, check_split, checkpoint_bytes, load_bytes, parameter_count
+from attnviz.loading.size import (
+    ModelTooLarge,
+    ParametersUninitialised,
+    check_split,
+    checkpoint_bytes,
+    load_bytes,
+    parameter_count,
+)
 from attnviz.loading.sources import is_local_path, resolve_source
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
@@ -46,8 +54,6 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     """
     from attnviz.loading import hf  # transformers is imported only when a model is loaded
 
-    hf.import_transformers()
-
     progress = progress or (lambda stage: log.info(stage))
     if not isinstance(source, str) or not source.strip():
         raise ValueError("give a model: a hub id, a local directory or a .gguf file")
@@ -79,15 +85,33 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
         check_split(plan.bytes_by_device, plan.capacity, held + on_host, limit, limit_what)
         planned.append(plan)
 
-    checkpoint = hf.read_checkpoint(location, progress, before_weights=check_size)
-    progress("converting weights")
-    if planned:
-        from attnviz.loading import split
+    # A GGUF file converted before opens from the cache (attnviz.loading.cache): no transformers, no
+    # dequantisation, no tokenizer conversion. (A device map splits the HF checkpoint itself: no cache.)
+    entry = cache.open_entry(location, progress) if location.suffix == ".gguf" and device_map is None else None
+    if entry is not None:
+        check_size(entry.config)
+        progress("building the model")
+        module = cached_module(entry.config, entry.state)
+        checkpoint = hf.Checkpoint(entry.config, {}, entry.tokenizer, entry.max_length, entry.special_tokens,
+                                   str(location))
+    else:
+        hf.import_transformers()
+        checkpoint = hf.read_checkpoint(location, progress, before_weights=check_size)
+        progress("converting weights")
+        if planned:
+            from attnviz.loading import split
 
-        module = split.materialize(planned[0], checkpoint.config, checkpoint.tensors)
+            module = split.materialize(planned[0], checkpoint.config, checkpoint.tensors)
+        else:
+            module = build_module(checkpoint.config, checkpoint.tensors, consume=True)
+            checkpoint.tensors = {}
+            if location.suffix == ".gguf" and cache.cache_dir() is not None:
+                progress("writing cache")
+                cache.store_entry(location, unique_state(module), checkpoint.config, checkpoint.tokenizer,
+                                  checkpoint.max_length, checkpoint.special_tokens)
+    if planned:
         device = planned[0].device_type
     else:
-        module = build_module(checkpoint.config, checkpoint.tensors)
         device = pick_device(device)
         module = module.to(device=device, dtype=torch_dtype).eval()
     config = module.config
@@ -106,11 +130,84 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
 
 
-def build_module(hf_config: dict, tensors: dict) -> Transformer | EncoderDecoder:
-    """Our transformer holding the checkpoint's numbers (strict: every tensor accounted for)."""
+def build_module(hf_config: dict, tensors: dict, consume: bool = False) -> Transformer | EncoderDecoder:
+    """Our transformer holding the checkpoint's numbers (strict: every tensor accounted for).
+
+    consume: the checkpoint's tensors become the module's parameters (no second copy: a load's peak is
+    one model, not two); only for a checkpoint nobody else holds. Otherwise they are copied in."""
     converter = converter_for(hf_config)
-    module = converter.module(converter.config(hf_config))
-    module.load_state_dict(converter.weights(hf_config, tensors, module), strict=True)
+    config = converter.config(hf_config)
+    if not consume:
+        module = converter.module(config)
+        module.load_state_dict(converter.weights(hf_config, tensors, module), strict=True)
+        return module
+    with torch.device("meta"), ParametersUninitialised():  # allocates nothing: the checkpoint's tensors will do
+        module = converter.module(config)
+    return _assigned(module, converter.weights(hf_config, tensors, module),
+                     lambda: converter.module(config))
+
+
+def cached_module(hf_config: dict, state: dict[str, torch.Tensor]) -> Transformer | EncoderDecoder:
+    """Our transformer from a converted state dict (the model cache's: each tied tensor stored once)."""
+    converter = converter_for(hf_config)
+    config = converter.config(hf_config)
+    with torch.device("meta"), ParametersUninitialised():
+        module = converter.module(config)
+    for aliases in _tied(module):
+        for alias in aliases[1:]:
+            state.setdefault(alias, state[aliases[0]])
+    return _assigned(module, state, lambda: converter.module(config))
+
+
+def unique_state(module) -> dict[str, torch.Tensor]:
+    """The module's state dict with each tied tensor once (safetensors refuses shared tensors)."""
+    aliases = {alias for group in _tied(module) for alias in group[1:]}
+    return {name: tensor for name, tensor in module.state_dict().items() if name not in aliases}
+
+
+def _tied(module) -> list[list[str]]:
+    """Names of parameters that are one tensor (lm_head.weight and token_embedding.weight when tied)."""
+    groups: dict[int, list[str]] = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(parameter), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def _assigned(module, state: dict, build_real):
+    """`module` (built on the meta device) with `state`'s tensors as its parameters, ties restored.
+
+    What the module computes at construction outside its state dict (the rotary `inv_freq`, a
+    non-persistent buffer) is still on the meta device then: it is taken from a real build whose
+    parameters are allocated but never written (`size.ParametersUninitialised`), so their pages never
+    become resident, and which is dropped at once."""
+    ties = _tied(module)
+    module.load_state_dict(state, strict=True, assign=True)
+    for aliases in ties:
+        first = module.get_parameter(aliases[0])
+        for alias in aliases[1:]:
+            owner, _, leaf = alias.rpartition(".")
+            setattr(module.get_submodule(owner), leaf, first)
+    for name, parameter in list(module.named_parameters()):
+        if not parameter.is_contiguous():  # a converter's transpose: lay it out once, as a copy would
+            owner, _, leaf = name.rpartition(".")
+            setattr(module.get_submodule(owner), leaf,
+                    torch.nn.Parameter(parameter.detach().contiguous(), requires_grad=parameter.requires_grad))
+    left = [(path, name) for path, sub in module.named_modules() for name, value in vars(sub).items()
+            if isinstance(value, torch.Tensor) and value.is_meta]
+    left += [(path, name) for path, sub in module.named_modules() for name, value in sub._buffers.items()
+             if value is not None and value.is_meta]
+    if any(p.is_meta for p in module.parameters()):
+        raise ValueError("the converted state dict left a parameter unfilled")
+    if left:
+        with ParametersUninitialised():
+            real = build_real()
+        for path, name in left:
+            sub, value = module.get_submodule(path), getattr(real.get_submodule(path), name)
+            if name in sub._buffers:
+                sub._buffers[name] = value
+            else:
+                setattr(sub, name, value)
+        del real
     return module
 
 
@@ -143,4 +240,5 @@ def _token_limit(max_tokens: int, config, checkpoint) -> int:
 
 
 __all__ = ["load", "build_module", "available_memory", "is_local_path", "load_bytes", "pick_device", "resolve_source",
+           "cached_module", "unique_state",
            "CONVERTERS", "ModelTooLarge"]

@@ -55,17 +55,7 @@ def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
     w.move("embeddings.token_type_embeddings.weight", "type_embedding.weight")
     for p in ("weight", "bias"):
         w.move(f"embeddings.LayerNorm.{p}", f"embedding_norm.{p}")
-    for i in range(model.config.n_layers):
-        hf_layer, ours = f"encoder.layer.{i}.", f"blocks.{i}."
-        for p in ("weight", "bias"):
-            w.move(f"{hf_layer}attention.self.query.{p}", f"{ours}attn.q_proj.{p}")
-            w.move(f"{hf_layer}attention.self.key.{p}", f"{ours}attn.k_proj.{p}")
-            w.move(f"{hf_layer}attention.self.value.{p}", f"{ours}attn.v_proj.{p}")
-            w.move(f"{hf_layer}attention.output.dense.{p}", f"{ours}attn.o_proj.{p}")
-            w.move(f"{hf_layer}attention.output.LayerNorm.{p}", f"{ours}attn_norm.{p}")
-            w.move(f"{hf_layer}intermediate.dense.{p}", f"{ours}mlp.up_proj.{p}")
-            w.move(f"{hf_layer}output.dense.{p}", f"{ours}mlp.down_proj.{p}")
-            w.move(f"{hf_layer}output.LayerNorm.{p}", f"{ours}mlp_norm.{p}")
+    move_bert_layers(w, model.config.n_layers)
     if model.mlm_head is not None:
         roberta = model.config.family == "roberta"
         if ("lm_head.dense" if roberta else "cls.predictions.transform.dense") + ".weight" in checkpoint:
@@ -78,6 +68,21 @@ def convert_bert(hf: dict, checkpoint: dict, model) -> dict:
     w.ignore(r"(bert\.|roberta\.)?(pooler\..*|embeddings\.(position_ids|token_type_ids))")
     w.ignore(r"(cls|lm_head|classifier|qa_outputs)\..*")
     return w.finish(model)
+
+
+def move_bert_layers(w: WeightLedger, n_layers: int) -> None:
+    """BertLayer's names (ELECTRA's too) -> our post-norm blocks."""
+    for i in range(n_layers):
+        hf_layer, ours = f"encoder.layer.{i}.", f"blocks.{i}."
+        for p in ("weight", "bias"):
+            w.move(f"{hf_layer}attention.self.query.{p}", f"{ours}attn.q_proj.{p}")
+            w.move(f"{hf_layer}attention.self.key.{p}", f"{ours}attn.k_proj.{p}")
+            w.move(f"{hf_layer}attention.self.value.{p}", f"{ours}attn.v_proj.{p}")
+            w.move(f"{hf_layer}attention.output.dense.{p}", f"{ours}attn.o_proj.{p}")
+            w.move(f"{hf_layer}attention.output.LayerNorm.{p}", f"{ours}attn_norm.{p}")
+            w.move(f"{hf_layer}intermediate.dense.{p}", f"{ours}mlp.up_proj.{p}")
+            w.move(f"{hf_layer}output.dense.{p}", f"{ours}mlp.down_proj.{p}")
+            w.move(f"{hf_layer}output.LayerNorm.{p}", f"{ours}mlp_norm.{p}")
 
 
 def _move_mlm_head(w: WeightLedger, checkpoint: dict, tied: bool, roberta: bool) -> None:

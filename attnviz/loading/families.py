@@ -19,6 +19,18 @@ FAMILIES = [
     Family("BERT, RoBERTa, XLM-R", ("bert", "roberta", "xlm-roberta"), "MHA, learned positions, post-norm",
            "google-bert/bert-base-uncased, sentence-transformers/all-MiniLM-L6-v2, FacebookAI/roberta-base"),
     Family("DistilBERT", ("distilbert",), "MHA, learned positions, post-norm", "distilbert/distilbert-base-uncased"),
+    Family("ModernBERT", ("modernbert",),
+           "MHA, rotary (global and local bases), local band of 128 on two layers in three, GeGLU, pre-norm",
+           "answerdotai/ModernBERT-base, answerdotai/ModernBERT-large"),
+    Family("DeBERTa, DeBERTa-v2/v3", ("deberta", "deberta-v2"),
+           "disentangled: content->content + content->position + position->content over 1/sqrt(3d), "
+           "log-bucketed relative positions, no absolute ones (v3)",
+           "microsoft/deberta-v3-base, microsoft/deberta-v3-small, microsoft/deberta-base "
+           "(deberta-v2-xlarge's convolution: refused)"),
+    Family("ELECTRA", ("electra",), "MHA, learned positions, post-norm; embeddings projected in when narrower",
+           "google/electra-base-discriminator, google/electra-small-generator"),
+    Family("ALBERT", ("albert",), "MHA, learned positions, post-norm; factorised embeddings, one shared layer",
+           "albert/albert-base-v2"),
     Family("GPT-2", ("gpt2",), "MHA, causal, learned positions", "openai-community/gpt2"),
     Family("Llama, Mistral, Qwen2", ("llama", "mistral", "qwen2"),
            "GQA, rotary (llama3 scaling), Mistral's sliding window",

@@ -13,8 +13,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from attnviz.loading.cache import trim_heap
 from attnviz.loading.sources import is_local_path
 
 # Files a hub download fetches: configs, tokenizers, safetensors. Never *.bin / *.pt (pickles).
@@ -127,11 +129,23 @@ def _read_directory(path: Path, progress, before_weights) -> Checkpoint:
     progress("reading weights")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
-        tensors.update(load_file(str(file)))
+        tensors.update(_read_safetensors(file, load_file))
     progress("reading tokenizer")
     if config.get("model_type") == "marian":
         return _marian_checkpoint(config, tensors, path)
     return _checkpoint(config, tensors, reference_tokenizer(path), path)
+
+
+def _read_safetensors(file: Path, load_file) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors in fresh memory (attnviz.loading.cache.read_safetensors: plain reads,
+    header checked), so the load, not the model's first run, is what makes them resident (they become
+    the module's parameters); the library's memory-mapped reader for dtypes ours does not know (float8)."""
+    from attnviz.loading.cache import read_safetensors
+
+    try:
+        return read_safetensors(file)
+    except KeyError:
+        return load_file(str(file))
 
 
 def _marian_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:
@@ -152,18 +166,92 @@ def _marian_checkpoint(config: dict, tensors: dict, path: Path) -> Checkpoint:
 
 
 def _read_gguf(path: Path, progress, before_weights) -> Checkpoint:
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    """A GGUF file, tensor by tensor (`gguf_stream`): the tokenizer first, so that its conversion's
+    garbage is gone before the weights are held; then each tensor dequantised, named and processed as
+    transformers does (`read_gguf_tensors`), so the checkpoint is the only float32 copy."""
+    from transformers import AutoConfig
 
     progress("reading GGUF config")
     hf_config = _from_pretrained(AutoConfig, path)
     before_weights(hf_config.to_dict())
-    # transformers maps GGUF tensor names through a model skeleton; "meta" allocates no memory.
+    progress("converting tokenizer")
+    tokenizer = reference_tokenizer(path)
+    checkpoint = _checkpoint(hf_config.to_dict(), {}, tokenizer, path)
+    del tokenizer
+    trim_heap()
+    checkpoint.tensors = read_gguf_tensors(path, hf_config, progress)
+    return checkpoint
+
+
+def read_gguf_tensors(path: Path, hf_config, progress=None) -> dict[str, torch.Tensor]:
+    """The float32 tensors transformers' `load_gguf_checkpoint` returns, under the same Hugging Face names,
+    read one at a time: the GGUF -> HF name map of a skeleton model on the meta device, and the
+    architecture's tensor processor (Llama's q/k reverse permutation, Gemma's norm weights stored + 1 by
+    llama.cpp, ...), both transformers' own."""
+    from transformers import AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
+
+    from attnviz.loading.gguf_stream import stream_tensors
+
+    # transformers hands its processors the config parsed from the GGUF metadata, which is what AutoConfig
+    # was built from: the keys they read (head counts) are the same in the config's dict.
+    parsed_config = hf_config.to_dict()
+    parsed = {"tensors": {}}  # where transformers' MoE processors put the experts they merge
+    processor, names = None, {}
+
+    def prepare(architecture: str):
+        nonlocal processor, names
+        processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=parsed_config)
+        with torch.device("meta"):  # transformers maps names through a model skeleton; meta allocates nothing
+            skeleton = AutoModelForCausalLM.from_config(hf_config)
+        names = _gguf_names(get_gguf_hf_weights_map, skeleton, processor)
+        return take
+
+    def take(name: str, weights) -> None:
+        result = processor.process(weights=weights, name=name, tensor_key_mapping=names, parsed_parameters=parsed)
+        if result.name is None or result.name not in names:
+            return
+        array = result.weights
+        if array is not weights and not (array.flags.writeable and array.flags.c_contiguous):
+            array = array.copy()
+        parsed["tensors"][names[result.name]] = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+    stream_tensors(path, prepare, progress)
+    return parsed["tensors"]
+
+
+_NAME_MAP_LOCK = threading.Lock()
+
+
+def _gguf_names(get_map, skeleton, processor) -> dict[str, str]:
+    """transformers' GGUF -> HF name map, computed by its own function with gguf's `get_tensor_name_map`
+    memoised while it runs: it rebuilds that table for each of the ~400 submodules it walks, 25 s of a
+    SmolLM2 load on a busy machine, and the table depends only on (architecture, layer count)."""
+    import functools
+
+    import gguf
+
+    with _NAME_MAP_LOCK:
+        original = gguf.get_tensor_name_map
+        gguf.get_tensor_name_map = functools.lru_cache(maxsize=4)(original)
+        try:
+            return get_map(skeleton, processor)
+        finally:
+            gguf.get_tensor_name_map = original
+
+
+def read_gguf_with_transformers(path: Path) -> Checkpoint:
+    """transformers' own GGUF load (`load_gguf_checkpoint` on the whole file): the reference the streaming
+    reader is tested and benchmarked against (benchmarks/bench_load.py)."""
+    import_transformers()
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    path = Path(path)
+    hf_config = _from_pretrained(AutoConfig, path)
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(hf_config)
-    progress("dequantizing GGUF weights")
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
-    progress("reading tokenizer")
     return _checkpoint(hf_config.to_dict(), tensors, reference_tokenizer(path), path)
 
 

@@ -18,38 +18,45 @@ from attnviz.transformer.config import ModelConfig
 class FamilyKinds(NamedTuple):
     model_type: str
     family: str
-    layers: str  # e.g. "sliding 4096, soft-capped × 21 · full, soft-capped × 21"
-    extras: str  # what else changes the score: "q/k norm per head", "partial rotary 25%", ...
+    layers: tuple[tuple[str, int], ...]  # (layer kind, how many layers), in layer order of first appearance
+    extras: tuple[tuple[str, dict], ...]  # what else changes the score: (key, values), the UI words them
 
 
-def extras(config: ModelConfig) -> list[str]:
-    """The score's ingredients beyond softmax(q.k / sqrt(D)) with learned or rotary positions."""
-    found = []
-    if config.attn_scale is not None:
-        found.append(f"scale {config.attn_scale:.4g} (not 1/√{config.dim_per_head})")
-    if config.qk_norm is not None:
-        found.append("q/k norm " + ("per head" if config.qk_norm == "head" else "over the projection"))
-    if config.rotary_dim is not None and config.rope_theta is not None:
-        found.append(f"partial rotary {config.rotary_dim}/{config.dim_per_head} dims")
-    if config.local_rope_theta is not None:
-        found.append(f"rotary base {config.local_rope_theta:g} on windowed layers, {config.rope_theta:g} on full")
-    if config.rope_scaling:
-        found.append(f"rope scaling {config.rope_scaling.get('rope_type')}")
-    if config.attn_softcap is not None:
-        found.append(f"score soft-cap {config.attn_softcap:g}")
-    if config.final_softcap is not None:
-        found.append(f"logit soft-cap {config.final_softcap:g}")
-    if config.n_experts is not None:
-        found.append(f"MLP: {config.experts_per_token} of {config.n_experts} experts")
+def extras(config: ModelConfig) -> list[tuple[str, dict]]:
+    """The score's ingredients beyond softmax(q.k / sqrt(D)) with learned or rotary positions, as
+    (key, values) pairs (the Learn page words them in the visitor's language)."""
+    c, found = config, []
+    if c.attn_scale is not None:
+        found.append(("scale", {"value": f"{c.attn_scale:.4g}", "dim": c.dim_per_head}))
+    if c.qk_norm is not None:
+        found.append((f"qk_norm_{c.qk_norm}", {}))
+    if c.rotary_dim is not None and c.rope_theta is not None:
+        found.append(("partial_rotary", {"dims": c.rotary_dim, "of": c.dim_per_head}))
+    if c.local_rope_theta is not None:
+        found.append(("local_rope", {"local": f"{c.local_rope_theta:g}", "full": f"{c.rope_theta:g}"}))
+    if c.rope_scaling:
+        found.append(("rope_scaling", {"kind": c.rope_scaling.get("rope_type")}))
+    if c.attn_softcap is not None:
+        found.append(("score_softcap", {"cap": f"{c.attn_softcap:g}"}))
+    if c.final_softcap is not None:
+        found.append(("logit_softcap", {"cap": f"{c.final_softcap:g}"}))
+    if c.pos_att_type:
+        found.append(("disentangled", {"terms": " + ".join(c.pos_att_type), "span": c.relative_span,
+                                       "buckets": c.position_buckets or "—"}))
+    if c.embedding_size is not None:
+        found.append(("embedding_size", {"width": c.embedding_size}))
+    if c.shared_layers:
+        found.append(("shared_layers", {}))
+    if c.n_experts is not None:
+        found.append(("experts", {"k": c.experts_per_token, "n": c.n_experts}))
     return found
 
 
 def family_kinds(model_type: str, hf_config: dict) -> FamilyKinds:
     config = CONVERTERS[model_type].config(hf_config)
     counts = Counter(config.layer_kind(layer) for layer in range(config.n_layers))
-    layers = " · ".join(f"{kind} × {n}" for kind, n in counts.items())
-    return FamilyKinds(model_type, families_by_type()[model_type].name, layers,
-                       ", ".join(extras(config)) or "—")
+    return FamilyKinds(model_type, families_by_type()[model_type].name, tuple(counts.items()),
+                       tuple(extras(config)))
 
 
 def all_family_kinds() -> list[FamilyKinds]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from attnviz.loading.albert import albert_config, convert_albert
 from attnviz.loading.bert import bert_config, convert_bert
 from attnviz.loading.bloom import bloom_config, convert_bloom
+from attnviz.loading.deberta import convert_deberta_v2, deberta_v2_config
 from attnviz.loading.distilbert import convert_distilbert, distilbert_config
+from attnviz.loading.electra import convert_electra, electra_config
 from attnviz.loading.families import supported_list
 from attnviz.loading.gemma import convert_gemma, gemma_config
 from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
@@ -17,6 +20,7 @@ from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
 from attnviz.loading.llama import convert_llama, llama_config
 from attnviz.loading.marian import convert_marian, marian_config
 from attnviz.loading.mixtral import convert_mixtral, mixtral_config
+from attnviz.loading.modernbert import convert_modernbert, modernbert_config
 from attnviz.loading.olmo2 import convert_olmo2, olmo2_config
 from attnviz.loading.opt import convert_opt, opt_config
 from attnviz.loading.phi import convert_phi, phi_config
@@ -39,6 +43,11 @@ CONVERTERS: dict[str, Converter] = {
     "roberta": Converter(bert_config, convert_bert),
     "xlm-roberta": Converter(bert_config, convert_bert),
     "distilbert": Converter(distilbert_config, convert_distilbert),
+    "modernbert": Converter(modernbert_config, convert_modernbert),
+    "deberta": Converter(deberta_v2_config, convert_deberta_v2),
+    "deberta-v2": Converter(deberta_v2_config, convert_deberta_v2),
+    "electra": Converter(electra_config, convert_electra),
+    "albert": Converter(albert_config, convert_albert),
     "gpt2": Converter(gpt2_config, convert_gpt2),
     "llama": Converter(llama_config, convert_llama),
     "mistral": Converter(llama_config, convert_llama),

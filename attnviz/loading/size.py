@@ -3,7 +3,8 @@
 Two sources, and the larger wins, so neither a config that understates its weights nor weights that
 understate their config get past: the config (our module built on the meta device, which allocates
 nothing) and the weight files' headers (safetensors and GGUF list every tensor's shape and dtype
-before the data). While converting, the checkpoint's tensors and our module are both held.
+before the data). The converted checkpoint becomes the module's parameters; only a cast to another
+dtype holds a second copy.
 """
 
 from __future__ import annotations
@@ -30,27 +31,66 @@ class ModelTooLarge(ValueError):
 def parameter_count(hf_config: dict) -> int:
     """Parameters of our module for this config, counted on the meta device."""
     config = converter_for(hf_config).config(hf_config)
-    with torch.device("meta"):
+    with torch.device("meta"), ParametersUninitialised():
         return sum(p.numel() for p in converter_for(hf_config).module(config).parameters())
+
+
+class ParametersUninitialised(torch.overrides.TorchFunctionMode):
+    """While active (this thread only), `torch.nn.init` functions leave Parameters as allocated: random
+    initialisation would write, and so make resident, every page of a model about to be thrown away (and
+    on the meta device it only costs time). Buffers and other tensors are computed as usual."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        target = args[0] if args else kwargs.get("tensor")
+        if getattr(func, "__module__", "") == "torch.nn.init" and isinstance(target, torch.nn.Parameter):
+            return target
+        return func(*args, **kwargs)
 
 
 def checkpoint_bytes(location: Path) -> int | None:
     """Bytes the checkpoint's tensors take once read (GGUF is dequantized to float32), from the file
     headers alone; None where there are no weight files to look at yet (a hub id before download)."""
+    found = _checkpoint(location)
+    return None if found is None else found[0]
+
+
+def _checkpoint(location: Path) -> tuple[int, set[str]] | None:
+    """(bytes, safetensors dtype names) of the checkpoint's tensors once read, from the headers."""
     location = Path(location)
     if location.suffix == ".gguf":
-        return _gguf_elements(location) * FLOAT32_BYTES
+        return _gguf_elements(location) * FLOAT32_BYTES, {"F32"}
     files = sorted(location.glob("*.safetensors")) if location.is_dir() else []
-    return sum(_safetensors_bytes(f) for f in files) if files else None
+    if not files:
+        return None
+    headers = [_safetensors_bytes(f) for f in files]
+    return sum(n for n, _ in headers), set().union(*(dtypes for _, dtypes in headers))
+
+
+_SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
 def load_bytes(hf_config: dict, location: Path | None = None, dtype: torch.dtype = torch.float32) -> int:
-    """Peak bytes of loading: our module in `dtype` plus the checkpoint held while converting. Without
-    weight files (before a download) the checkpoint is taken as float32 parameters."""
+    """Peak bytes of loading: the checkpoint held while converting, and our module in `dtype` beside it
+    when it must be cast. The converted checkpoint's tensors become the module's parameters
+    (`attnviz.loading.build_module(consume=True)`), so where the checkpoint already is `dtype` (a GGUF
+    file, dequantised to float32, loaded as float32) there is no second copy. Without weight files
+    (before a download) the checkpoint is taken as float32 parameters."""
     n_parameters = parameter_count(hf_config)
-    held = checkpoint_bytes(location) if location is not None else None
-    return n_parameters * torch.tensor([], dtype=dtype).element_size() + (
-        n_parameters * FLOAT32_BYTES if held is None else held)
+    module = n_parameters * torch.tensor([], dtype=dtype).element_size()
+    found = _checkpoint(location) if location is not None else None
+    if found is None:  # before a download: the dtype the config says the weights are saved in
+        saved = _config_dtype(hf_config)
+        found = n_parameters * torch.tensor([], dtype=saved).element_size(), {_SAFETENSORS_DTYPES[saved]}
+    held, dtypes = found
+    cast = dtypes != {_SAFETENSORS_DTYPES.get(dtype)}
+    return max(module, held + (module if cast else 0))
+
+
+def _config_dtype(hf_config: dict) -> torch.dtype:
+    """The dtype a config says its checkpoint is saved in (`dtype`, before transformers 5 `torch_dtype`)."""
+    name = str(hf_config.get("dtype") or hf_config.get("torch_dtype") or "float32").removeprefix("torch.")
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(name, torch.float32)
 
 
 def check_split(bytes_by_device: dict, capacity: dict, host_need: int, host_limit: int,
@@ -81,8 +121,8 @@ def check_split(bytes_by_device: dict, capacity: dict, host_need: int, host_limi
                             "the host holds the checkpoint while converting, and the CPU part of the map")
 
 
-def _safetensors_bytes(path: Path) -> int:
-    """Data bytes listed in a safetensors header: 8 bytes of little-endian length, then JSON."""
+def _safetensors_bytes(path: Path) -> tuple[int, set[str]]:
+    """Data bytes and dtypes listed in a safetensors header: 8 bytes of little-endian length, then JSON."""
     with open(path, "rb") as file:
         raw = file.read(8)
         if len(raw) != 8:
@@ -92,8 +132,9 @@ def _safetensors_bytes(path: Path) -> int:
             raise ValueError(f"{path.name}: safetensors header too large")
         try:
             header = json.loads(file.read(length))
-            return sum(int(meta["data_offsets"][1]) - int(meta["data_offsets"][0])
-                       for name, meta in header.items() if name != "__metadata__")
+            tensors = [meta for name, meta in header.items() if name != "__metadata__"]
+            return (sum(int(meta["data_offsets"][1]) - int(meta["data_offsets"][0]) for meta in tensors),
+                    {str(meta["dtype"]) for meta in tensors})
         except (ValueError, KeyError, TypeError, IndexError) as error:
             raise ValueError(f"{path.name}: malformed safetensors header") from error
 

@@ -71,6 +71,17 @@ def unscaled(position: float, scale: str) -> float:
     raise ValueError(f"scale must be 'linear', 'power' or 'log', got {scale!r}")
 
 
+def scale_position(weight: float, scale: str) -> float:
+    """The colour-scale position in [0, 1] of a weight: the inverse of `unscaled` (log: 0.01 and below at 0)."""
+    if scale == "linear":
+        return weight
+    if scale == "power":
+        return math.sqrt(weight)
+    if scale == "log":
+        return 0.0 if weight <= 0.01 else (math.log10(weight) + 2) / 2
+    raise ValueError(f"scale must be 'linear', 'power' or 'log', got {scale!r}")
+
+
 def dense_stops(stops: list[list], per_step: int = 4) -> list[list]:
     """Stops with `per_step` interpolated ones between each pair, so a bent scale stays smooth (plotly
     interpolates linearly in z between stops)."""

@@ -63,7 +63,8 @@ def head_heatmap(
             hovertemplate=f"{cells}{text.masked}<extra></extra>",
         ))
     fig.update_layout(
-        height=int(min(2000, max(360, 16 * m.shape[0] + 160))),
+        # No title: plotly's default top margin (100 px) left a blank band above the map.
+        height=int(min(2000, max(360, 16 * m.shape[0] + 160))), margin={"t": 20},
         xaxis=token_axis(x, col_labels, title=text.key_axis, tickangle=-60),
         yaxis=token_axis(y, row_labels, title=text.query_axis, autorange="reversed"),
         shapes=dividers(row_divider, col_divider, m.shape),

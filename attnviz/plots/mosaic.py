@@ -14,6 +14,7 @@ from attnviz.plots.colors import (
     dense_stops,
     quantize,
     resolve_colorscale,
+    scale_position,
     unscaled,
 )
 from attnviz.plots.pooling import mosaic, pooled_labels, pooled_size, tile_cells
@@ -45,6 +46,21 @@ def _check_kv_group(kv_group: list[int] | None, n_heads: int) -> tuple[list[int]
     return order, len(set(kv_group)) < n_heads
 
 
+def colour_bar(stops: list, scale: str, title: str) -> go.Scatter:
+    """The mosaic's colour bar, as a trace of its own with no point: the mosaic's z is linear percent under a bent
+    colour scale, so its own bar packed the small weights' colours, and their ticks (0.01, 0.03, 0.1 on the log
+    scale), into the bottom few pixels. This bar runs over the scale's positions (0..1) with the unbent stops,
+    each tick at the position its weight gets (`colors.scale_position`)."""
+    ticks = MOSAIC_TICKS[scale]
+    return go.Scatter(
+        x=[None], y=[None], mode="markers", hoverinfo="skip", showlegend=False, name="colour bar",
+        marker={"color": [0.0, 1.0], "cmin": 0.0, "cmax": 1.0, "colorscale": stops, "showscale": True,
+                "colorbar": {"title": title, "tickvals": [scale_position(v, scale) for v in ticks],
+                             "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300,
+                             "yanchor": "top", "y": 1}},
+    )
+
+
 def model_view(
     attentions: np.ndarray,
     kv_group: list[int] | None = None,
@@ -55,6 +71,7 @@ def model_view(
     colorscale: str | list = "default",
     scale: str = "linear",
     text: PlotText = ENGLISH,
+    head_mean: bool = True,
     layer_kinds: list[str] | None = None,
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
@@ -69,6 +86,7 @@ def model_view(
     "full", "sliding 512", "full, NoPE", ...) label each layer's row and colour a strip beside it, drawn
     when the layers do not all attend in full. `layout.meta` records pooling and the encoding.
     `text` gives the visible words; the axis categories stay English ("L0 from 3:the", "mean to 2:a").
+    `head_mean=False` leaves out the mean column (a per-layer map, [L, 1, T, S], is its own mean).
     """
     a = np.asarray(attentions)
     if a.ndim != 4:
@@ -85,12 +103,13 @@ def model_view(
     t, s = pooled_size(n_rows, max_cells), pooled_size(n_cols, max_cells)
     pooled = (t, s) != (n_rows, n_cols)
 
-    z = quantize(mosaic(a, max_cells, order))
+    z = quantize(mosaic(a, max_cells, order, head_mean))
     layer_names = [f"L{i}" for i in range(n_layers)] + ["mean"]
-    head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + ["mean"]
+    head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + (["mean"] if head_mean else [])
     y = _axis_labels(layer_names, pooled_labels(row_labels, max_cells), t, "from")
     x = _axis_labels(head_names, pooled_labels(col_labels, max_cells), s, "to")
-    layer_ticktext, head_ticktext = layer_names[:-1] + [text.mean], head_names[:-1] + [text.mean]
+    layer_ticktext = layer_names[:-1] + [text.mean]
+    head_ticktext = head_names[:-1] + [text.mean] if head_mean else head_names
     strip = layer_kinds is not None and any(kind != "full" for kind in layer_kinds)
     if layer_kinds is not None and len(layer_kinds) != n_layers:
         raise ValueError(f"{len(layer_kinds)} layer kinds for {n_layers} layers")
@@ -104,16 +123,13 @@ def model_view(
     edge = (MOSAIC_LEVELS + 0.5) / MOSAIC_GAP
     colors = [[unscaled(p, scale) * MOSAIC_LEVELS / MOSAIC_GAP, c] for p, c in dense_stops(top)]
     colors += [[edge, top[-1][1]], [edge, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
-    ticks = MOSAIC_TICKS[scale]
     what = text.pooled_weight if pooled else text.weight
     fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=colors, hoverongaps=False,
+        z=z, x=x, y=y, zmin=0, zmax=MOSAIC_GAP, colorscale=colors, hoverongaps=False, showscale=False,
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>",
-        colorbar={"title": text.attention, "tickvals": [v * MOSAIC_LEVELS for v in ticks],
-                  "ticktext": [f"{v:g}" for v in ticks], "lenmode": "pixels", "len": 300, "yanchor": "top", "y": 1},
     ))
     layer_ticks = [y[k * (t + 1) + t // 2] for k in range(n_layers + 1)]
-    head_ticks = [x[k * (s + 1) + s // 2] for k in range(n_heads + 1)]
+    head_ticks = [x[k * (s + 1) + s // 2] for k in range(len(head_names))]
     shapes, annotations = [], []
     if mark_groups:
         for g_index, g in enumerate(dict.fromkeys(kv_group[h] for h in order)):
@@ -151,6 +167,7 @@ def model_view(
                 "line": {"width": 3}},
         selected={"marker": {"opacity": 1}}, unselected={"marker": {"opacity": 0}},
     ))
+    fig.add_trace(colour_bar(top, scale, text.attention))
     # Wide mosaics get square cells (their height follows a ~900 px width). Tall ones (many layers, few
     # heads: SmolLM2 has 30 x 9) would leave a square-cell plot narrow and centred in a tall figure, so
     # their cells stretch to the width and the height is capped.

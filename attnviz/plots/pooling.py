@@ -76,26 +76,30 @@ def pooled_labels(labels: list[str], max_cells: int) -> list[str]:
     return result
 
 
-def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | None = None) -> np.ndarray:
+def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | None = None,
+           head_mean: bool = True) -> np.ndarray:
     """Float32 mosaic of all heads: tile (l, h) at rows l*(t+1).., columns h*(s+1).., NaN gaps.
 
     Shape ((L+1)*(t+1)-1, (H+1)*(s+1)-1) with t, s = pooled_size(T), pooled_size(S): the extra tile
     column is the mean over heads of each layer, the extra tile row the mean over layers of each head
     (and of the head means: the grand mean in the corner). Heads appear in `head_order` if given.
+    Without `head_mean` there is no mean column (H columns of tiles): one map per layer (rollout, flow)
+    would repeat itself as its own mean.
     """
     a = np.asarray(attentions)
     if a.ndim != 4:
         raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
-    return mosaic_of_tiles(pool_tiles(a, max_cells), head_order)
+    return mosaic_of_tiles(pool_tiles(a, max_cells), head_order, head_mean)
 
 
-def mosaic_of_tiles(tiles: np.ndarray, head_order: list[int] | None = None) -> np.ndarray:
+def mosaic_of_tiles(tiles: np.ndarray, head_order: list[int] | None = None, head_mean: bool = True) -> np.ndarray:
     """`mosaic` from tiles already pooled [L, H, t, s] (a reduced trace's `view_tiles`, a long text's)."""
     tiles = np.asarray(tiles, dtype=np.float32)
     if head_order is not None:
         tiles = tiles[:, list(head_order)]
     _, _, t, s = tiles.shape
-    tiles = np.concatenate([tiles, tiles.mean(axis=1, keepdims=True)], axis=1)  # [L, H+1, t, s]
+    if head_mean:
+        tiles = np.concatenate([tiles, tiles.mean(axis=1, keepdims=True)], axis=1)  # [L, H+1, t, s]
     tiles = np.concatenate([tiles, tiles.mean(axis=0, keepdims=True)], axis=0)  # [L+1, H+1, t, s]
     padded = np.full((tiles.shape[0], t + 1, tiles.shape[1], s + 1), np.nan, np.float32)
     padded[:, :t, :, :s] = tiles.transpose(0, 2, 1, 3)  # [L+1, t, H+1, s]

@@ -15,7 +15,19 @@ from torch import nn
 
 from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.deberta import DisentangledAttention
 from attnviz.transformer.layers import MLP, GatedMLP, MixtureOfExperts, make_norm
+
+
+def make_attention(config: ModelConfig) -> nn.Module:
+    c = config
+    if c.pos_att_type:  # DeBERTa: content and relative-position terms in one score
+        return DisentangledAttention(c)
+    return MultiHeadAttention(
+        c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, qkv_bias=c.qkv_bias, out_bias=c.out_bias,
+        scale=c.attn_scale, softcap=c.attn_softcap, qk_norm=c.qk_norm, norm=c.norm, norm_eps=c.norm_eps,
+        sinks=c.attn_sinks,
+    )
 
 
 def make_mlp(config: ModelConfig) -> nn.Module:
@@ -35,11 +47,7 @@ class Block(nn.Module):
         c = config
         self.placement, self.residual = c.norm_placement, c.residual
         self.pre_norm = c.pre_norm
-        self.attn = MultiHeadAttention(
-            c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, qkv_bias=c.qkv_bias, out_bias=c.out_bias,
-            scale=c.attn_scale, softcap=c.attn_softcap, qk_norm=c.qk_norm, norm=c.norm, norm_eps=c.norm_eps,
-            sinks=c.attn_sinks,
-        )
+        self.attn = make_attention(c)
         self.mlp = make_mlp(c)
         # attn_norm/mlp_norm: the norms before (pre, sandwich, parallel) or after (post) each sublayer's
         # residual; attn_post_norm/mlp_post_norm: on each sublayer's output (sandwich, after).
@@ -53,7 +61,7 @@ class Block(nn.Module):
 
     def forward(self, x, mask=None, rotary=None, head_mask=None, record=None, cache=None, bias=None):
         """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S]); record and cache as in MultiHeadAttention,
-        bias an additive score term (ALiBi)."""
+        bias an additive score term (ALiBi), or DeBERTa's relative inputs (deberta.Relative)."""
         kwargs = {"rotary": rotary, "head_mask": head_mask, "record": record, "cache": cache, "bias": bias}
         if self.residual != "sequential":  # GPT-NeoX, Phi: both sublayers read the same x
             h = self.attn_norm(x)

@@ -65,6 +65,18 @@ class ModelConfig:
     positions_from_mask: bool = False  # OPT: position = (number of real tokens so far) - 1, + position_offset
     lm_head_bias: bool = False  # Phi
     final_softcap: float | None = None  # Gemma 2: logits -> cap * tanh(logits / cap)
+    # ALBERT, ELECTRA: token, position and type embeddings and their norm this wide, then a Linear (with
+    # bias) into d_model; a masked-LM head maps back to this width before its decoder. None: d_model.
+    embedding_size: int | None = None
+    first_attn_norm: bool = True  # False: layer 0 has no norm before attention (ModernBERT's Identity)
+    shared_layers: bool = False  # ALBERT: one block's weights run n_layers times
+    # --- DeBERTa-v2/v3's disentangled attention (attnviz.transformer.deberta) ---
+    pos_att_type: tuple[str, ...] = ()  # ("c2p", "p2c"): score terms from relative embeddings; (): none
+    relative_span: int = 0  # rows of the relative embedding table: 2 * span (position_buckets or max_relative)
+    position_buckets: int = 0  # > 0: log buckets of relative distance (make_log_bucket_position)
+    max_relative_positions: int = 0  # the distance the buckets reach
+    share_att_key: bool = False  # the position terms reuse the content query/key projections
+    norm_rel_ebd: bool = False  # a LayerNorm on the relative embedding table
     # --- mixture of experts (Mixtral, gpt-oss) ---
     n_experts: int | None = None  # None: a dense MLP
     experts_per_token: int = 2
@@ -86,8 +98,8 @@ class ModelConfig:
             )
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.rope_theta is None and self.max_positions is None and not self.alibi:
-            raise ValueError("a model needs positions: set rope_theta, max_positions or alibi")
+        if self.rope_theta is None and self.max_positions is None and not self.alibi and not self.pos_att_type:
+            raise ValueError("a model needs positions: set rope_theta, max_positions, alibi or pos_att_type")
         if self.layer_windows is not None and len(self.layer_windows) != self.n_layers:
             raise ValueError(f"layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers")
 

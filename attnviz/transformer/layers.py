@@ -80,14 +80,16 @@ class GatedMLP(nn.Module):
 class MaskedLMHead(nn.Module):
     """decoder(LayerNorm(act(dense(x)))) with a bias per vocabulary entry: BERT's cls.predictions
     (transform + decoder) and RoBERTa's lm_head, whose decoder weight is usually tied to the token
-    embedding. Gives masked-LM logits [..., V] from final hidden states [..., C]."""
+    embedding. Gives masked-LM logits [..., V] from final hidden states [..., C]. `width`: the transform's
+    output, the embedding width of factorised models (ALBERT, ELECTRA's generator); default d_model."""
 
-    def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float) -> None:
+    def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float, width: int | None = None) -> None:
         super().__init__()
-        self.dense = nn.Linear(d_model, d_model)
+        width = width or d_model
+        self.dense = nn.Linear(d_model, width)
         self.act = ACTIVATIONS[activation]
-        self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.decoder = nn.Linear(d_model, vocab_size)
+        self.norm = nn.LayerNorm(width, eps=eps)
+        self.decoder = nn.Linear(width, vocab_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.norm(self.act(self.dense(x))))

@@ -15,6 +15,7 @@ from torch import nn
 from attnviz.transformer.alibi import alibi_bias, alibi_slopes
 from attnviz.transformer.blocks import Block
 from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.deberta import RelativeEmbeddings
 from attnviz.transformer.kv_cache import KVCache
 from attnviz.transformer.layers import MaskedLMHead, make_norm
 from attnviz.transformer.masks import band_mask, causal_mask, padding_mask
@@ -44,23 +45,31 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        embed_dim = c.embed_proj_dim or c.d_model
+        embed_dim = c.embed_proj_dim or c.embedding_size or c.d_model
         self.token_embedding = nn.Embedding(c.vocab_size, embed_dim)
         # OPT-350m: narrower embeddings, projected into the model's width and back out before the head.
         self.project_in = nn.Linear(embed_dim, c.d_model, bias=False) if c.embed_proj_dim else None
         self.project_out = nn.Linear(c.d_model, embed_dim, bias=False) if c.embed_proj_dim else None
+        # ALBERT, ELECTRA: positions, types and the norm at the embedding width, then projected in.
+        side = c.embedding_size or c.d_model
+        self.embedding_project = nn.Linear(side, c.d_model) if c.embedding_size else None
         learned = c.rope_theta is None and c.max_positions is not None and not c.alibi
-        self.position_embedding = nn.Embedding(c.max_positions, c.d_model) if learned else None
-        self.type_embedding = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
-        self.embedding_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.embedding_norm else None
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.position_embedding = nn.Embedding(c.max_positions, side) if learned else None
+        self.type_embedding = nn.Embedding(c.type_vocab_size, side) if c.type_vocab_size else None
+        self.embedding_norm = make_norm(c.norm, side, c.norm_eps) if c.embedding_norm else None
+        # ALBERT: one block run n_layers times (the list holds the same module; state_dict names each).
+        shared = Block(c) if c.shared_layers else None
+        self.blocks = nn.ModuleList(Block(c) if shared is None else shared for _ in range(c.n_layers))
+        if not c.first_attn_norm:  # ModernBERT: layer 0 reads the (already normed) embeddings as they are
+            self.blocks[0].attn_norm = None
+        self.relative = RelativeEmbeddings(c) if c.pos_att_type else None  # DeBERTa's shared table
         self.final_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.has_final_norm else None
         self.lm_head = nn.Linear(embed_dim, c.vocab_size, bias=c.lm_head_bias) if c.lm_head else None
         if self.lm_head is not None and c.tie_word_embeddings:
             self.lm_head.weight = self.token_embedding.weight
         self.mlm_head = None
         if c.mlm_head is not None:
-            self.mlm_head = MaskedLMHead(c.d_model, c.vocab_size, c.mlm_head, c.norm_eps)
+            self.mlm_head = MaskedLMHead(c.d_model, c.vocab_size, c.mlm_head, c.norm_eps, c.embedding_size)
             if c.tie_word_embeddings:
                 self.mlm_head.decoder.weight = self.token_embedding.weight
         # Plain attributes, not buffers: `model.to(bfloat16)` must not round the frequencies (the angles
@@ -111,7 +120,9 @@ class Transformer(nn.Module):
         if self.type_embedding is not None:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.type_embedding(types)
-        return self.embedding_norm(x) if self.embedding_norm is not None else x
+        if self.embedding_norm is not None:
+            x = self.embedding_norm(x)
+        return x if self.embedding_project is None else self.embedding_project(x)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """The last block's output -> the final hidden states (final norm, OPT's projection out)."""
@@ -139,6 +150,8 @@ class Transformer(nn.Module):
         dtype = self.token_embedding.weight.dtype
         masks, rotaries = {}, {}
         bias = None
+        if self.relative is not None:  # DeBERTa: the relative table and indices its attention reads
+            bias = self.relative(past + input_ids.shape[1])
         if self.slopes is not None:
             bias = alibi_bias(self.slopes, input_ids.shape[0], past + input_ids.shape[1], attention_mask,
                               input_ids.device).to(dtype)

@@ -12,7 +12,9 @@ the names the caller asked for, so a plain run pays for nothing it does not keep
 - "values":       per key/value head [B, K, S, D] (bias included);
 - "value_norms":  ||f_h(x_j)||, f_h(x) = (x W_V + b_V) W_O^h with W_O^h the head's slice of the output
                   projection (Kobayashi et al. 2020), per query head [B, H, S];
-- "head_outputs": each head's context vector before the output projection [B, H, T, D].
+- "head_outputs": each head's context vector before the output projection [B, H, T, D];
+- "score_terms":  the score's named terms where a model has several, [B, N, H, T, S] (DeBERTa: c2c, c2p,
+                  p2c, attnviz.transformer.deberta.TERMS); they sum to "scores" less the mask.
 
 Recorded tensors are the forward pass's own (no copies); `stacked(name)` stacks the layers. In a model
 split across devices (attnviz.loading.split) each layer records on the device where it runs, and
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs")
+NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs", "score_terms")
 
 
 class Recorder:

@@ -22,6 +22,7 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.widgets import head_grid
 from attnviz.workbench import Busy, OverBudget
 from attnviz.workbench import heads as head_work
 
@@ -64,9 +65,11 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         _keep_valid("ablation_heads", labels)
         _keep_valid("ablation_layers", list(range(info.n_layers)))
         cols = st.columns(2)
-        heads = cols[0].multiselect(t("ablation_heads"), labels, key="ablation_heads", help=t("ablation_heads_help"))
+        heads = cols[0].multiselect(t("ablation_heads"), labels, key="ablation_heads", help=t("ablation_heads_help"),
+                                    placeholder=t("choose_options"))
         layer_names = {layer: t("ablation_layer_option", layer=layer) for layer in range(info.n_layers)}
         layers = cols[1].multiselect(t("ablation_layers"), list(range(info.n_layers)), key="ablation_layers",
+                                     placeholder=t("choose_options"),
                                      format_func=layer_names.get)
         continuation = None
         if info.causal:
@@ -164,12 +167,11 @@ def importance_scan(model, source: str, text: str, continuation: str | None) -> 
             return
     st.caption(t(f"ablation_scan_caption_{quantity}", token=md(_scan_target(model, source, text, quantity))))
     grid = np.asarray(scores, dtype=np.float64)
-    top = float(np.nanmax(grid)) if grid.size else 0.0
-    st.plotly_chart(
-        plots.score_grid(grid, t(f"ablation_scan_grid_{quantity}"), zmin=min(0.0, float(np.nanmin(grid))),
-                         zmax=max(top, 1e-9), text=plot_text()),
-        key="ablation_scan", width="stretch",
-    )
+    # A drop can be negative (switching a head off can help): a diverging scale centred at 0.
+    figure = plots.score_grid(grid, t(f"ablation_scan_grid_{quantity}"), diverging=True, text=plot_text())
+    if figure.layout.meta["values"] == "hover":
+        st.caption(t("grid_values_hover"))
+    head_grid(st, figure, "ablation_scan", in_fragment=True)
 
 
 def _scan_target(model, source: str, text: str, quantity: str) -> str:

@@ -67,6 +67,9 @@ QUERY_KEYS = {
     "query": lambda v: int(v) if INDEX.fullmatch(v) else None,
     # Minimal pairs (ui/pairs.py): the second sentence
     "compare": _text(MAX_PAIR_TEXT),
+    # The decoder's first token set aside (ui/explore.py); the visitor's language, one of ui/strings.LANGUAGES
+    "first_aside": lambda v: {"0": False, "1": True}.get(v),
+    "lang": lambda v: v if v in LANGUAGES else None,
 }
 # The Learn page's variant sizes (ui/learn.py); KV heads and pooled groups must also divide the heads, which
 # the page checks against the heads it shows. The sentence there is `text`, shared with Explore.
@@ -149,7 +152,13 @@ STAGES = (("downloading ", "stage_downloading"), ("reading config", "stage_readi
           ("reading weights", "stage_reading_weights"), ("reading tokenizer", "stage_reading_tokenizer"),
           ("reading GGUF config", "stage_reading_gguf_config"), ("dequantizing GGUF weights", "stage_dequantizing"),
           ("converting weights", "stage_converting"), ("ready", "stage_ready"),
-          ("loading the Hugging Face reference of ", "stage_reference"))
+          ("loading the Hugging Face reference of ", "stage_reference"), ("reading GGUF", "stage_reading_gguf"),
+          ("dequantising tensor ", "stage_dequantising_tensor"), ("converting tokenizer", "stage_converting_tokenizer"),
+          ("writing cache", "stage_writing_cache"), ("reading cached weights", "stage_reading_cache"),
+          ("building the model", "stage_building"),
+          ("float32 does not fit the memory budget", "stage_bfloat16"))
+# Stages that repeat with a count (a first GGUF load reports its tensors): one line, updated in place.
+COUNTED_STAGES = ("dequantising tensor ",)
 
 
 def stage_label(stage: str) -> str:
@@ -171,6 +180,8 @@ def restore_from_url() -> None:
         value = parse(params[key]) if key in params else None
         if value is not None:
             st.session_state[f"url_{key}"] = value
+    # The language at once: every word of this first run, page names included, is in it.
+    seed_from_url("lang", "en")
 
 
 def url_value(key: str, default=None):
@@ -209,8 +220,9 @@ def _language_changed() -> None:
 
 def language_switch() -> None:
     # The options name each language in itself ("English", "中文"), whichever language is shown.
-    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", horizontal=True,
-                     on_change=_language_changed)
+    language = st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+                                horizontal=True, on_change=_language_changed)
+    write_url(lang=None if language == "en" else language)  # a shared link opens in the sender's language
 
 
 def pick_model_source() -> str:
@@ -223,7 +235,8 @@ def pick_model_source() -> str:
         if from_url and from_url not in shelf.PRESETS:
             st.session_state["model_custom"] = from_url
     shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in shelf.PRESETS}
-    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get)
+    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get,
+                         placeholder=t("choose_option"))
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
     return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
@@ -307,7 +320,18 @@ def _load_with_progress(name: str):
         return cached
     source = shelf.check_source(name)
     with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
-        model = shelf.load_model(workbench(), source, progress=lambda stage: status.write(stage_label(stage)))
+        counted = {}
+
+        def show(stage: str) -> None:
+            prefix = next((p for p in COUNTED_STAGES if stage.startswith(p)), None)
+            if prefix is None:
+                status.write(stage_label(stage))
+                return
+            if prefix not in counted:
+                counted[prefix] = status.empty()
+            counted[prefix].write(stage_label(stage))
+
+        model = shelf.load_model(workbench(), source, progress=show)
         status.update(label=md(name), state="complete", expanded=False)
     return model
 
@@ -318,6 +342,8 @@ def model_facts(model) -> None:
         "facts", family=info.model_type, layers=info.n_layers, heads=info.n_heads, kind=info.attention_kind,
         kv=info.n_kv_heads, params=f"{info.n_parameters / 1e6:.0f}M", device=info.device, dtype=info.dtype,
     ))
+    if info.dtype == "bfloat16":
+        st.sidebar.info(t("bfloat16_note"))
     if info.name == RANDOM_MODEL_NAME:
         st.warning(t("random_note"))
     elif info.name != info.path and shelf.offline_path(info.name) is not None:

@@ -10,8 +10,9 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis import export, pair_filter, profile_head
-from attnviz.analysis.profile import has_learned_sinks
-from attnviz.analysis.views import token_labels, visible_token
+from attnviz.analysis.profile import has_learned_sinks, profile_map
+from attnviz.analysis.sink import FIRST_TOKEN_EPSILON, first_aside_positions, first_token_share
+from attnviz.analysis.views import token_labels, visible_token, word_runs
 from attnviz.ui import ablation
 from attnviz.ui import lenses as lens_ui
 from attnviz.ui import pairs as pairs_ui
@@ -31,8 +32,9 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.kinds import kind_label
 from attnviz.ui.strings import translate
-from attnviz.ui.widgets import word_pair_ranking
+from attnviz.ui.widgets import head_grid, word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
 from attnviz.workbench import heads as head_work
 from attnviz.workbench.memory import VISITOR
@@ -79,9 +81,9 @@ def render() -> None:
         return
     input_notices(model, trace)
     token_chips(trace)
-    level, hide_special, scale, palette = view_options(trace)
+    level, hide_special, scale, palette, first_aside = view_options(trace)
     lens, normalise = lens_ui.lens_switch(model.info, trace, source, text, text_b)
-    view_key = (source, text, text_b, level, hide_special, lens, normalise)
+    view_key = (source, text, text_b, level, hide_special, lens, normalise, first_aside)
     try:
         view = traces.view(workbench(), *view_key)
     except OverBudget as error:
@@ -138,7 +140,8 @@ def input_notices(model, trace) -> None:
 
 
 def token_chips(trace) -> None:
-    """Tokens as chips with their ids; every piece of text is escaped, so markup in the input stays text."""
+    """Tokens as chips with their ids, the chips of one word underlined together (its word in the tooltip);
+    every piece of text is escaped, so markup in the input stays text."""
     chips = []
     for token, token_id, special in zip(token_labels(trace), trace.input_ids, trace.special_mask):
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
@@ -149,6 +152,12 @@ def token_chips(trace) -> None:
             f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
             f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
         )
+    for word, start, end in reversed(word_runs(trace)):  # word boundaries (docs/architecture.md word rule)
+        if word is not None:
+            name = html.escape(trace.words[word])
+            chips[start:end] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
+                                f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
+                                f'{"".join(chips[start:end])}</span>']
     with st.expander(f"{t('tokens')} ({len(trace.tokens)})", expanded=len(trace.tokens) <= 40):
         # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
         # formulas, code or emphasis and swallow the chips' own markup.
@@ -157,8 +166,10 @@ def token_chips(trace) -> None:
 
 def view_options(trace):
     for key, url_key, default in (("level", "level", "token"), ("hide_special", "hide", False),
-                                  ("scale", "scale", "linear"), ("palette", "palette", "default")):
+                                  ("scale", "scale", "linear"), ("palette", "palette", "default"),
+                                  ("first_aside", "first_aside", False)):
         seed_from_url(key, default, url_key)
+    causal = bool(trace.metadata.get("causal"))
     cols = st.columns(4)
     level = cols[0].radio(t("level"), LEVELS, key="level", horizontal=True,
                           format_func={v: t(f"level_{v}") for v in LEVELS}.get)
@@ -169,10 +180,27 @@ def view_options(trace):
     scale = cols[2].radio(t("scale"), SCALES, key="scale", horizontal=True,
                           format_func={v: t(f"scale_{v}") for v in SCALES}.get)
     palette = cols[3].selectbox(t("palette"), PALETTES, key="palette",
-                                format_func={v: t(f"palette_{v}") for v in PALETTES}.get)
+                                format_func={v: t(f"palette_{v}") for v in PALETTES}.get,
+                                placeholder=t("choose_option"))
+    first_aside = False
+    if causal:  # a decoder's first token is its attention sink (docs/architecture.md, "The first-token sink")
+        alone = len(trace.tokens) < 2  # nothing would be left to show
+        first_aside = st.toggle(t("first_aside"), key="first_aside", disabled=alone,  # a row of its own
+                                help=t("first_aside_alone") if alone else t("first_aside_help")) and not alone
+        first_token_line(trace, first_aside)
     write_url(level=level if level != "token" else None, hide=hide_special or None,
-              scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None)
-    return level, hide_special, scale, palette
+              scale=scale if scale != "linear" else None, palette=palette if palette != "default" else None,
+              first_aside=first_aside or None)
+    return level, hide_special, scale, palette, first_aside
+
+
+def first_token_line(trace, first_aside: bool) -> None:
+    """The model-level first-token share of this input (analysis.sink): the mean weight on the first token
+    over every head, and the share of heads above Gu et al. 2024's epsilon."""
+    share = first_token_share(trace.attentions)
+    st.caption(t("first_token_line", mean=share.mean, above=share.above, heads=share.per_head.size,
+                 share=share.share_above, epsilon=FIRST_TOKEN_EPSILON)
+               + (" " + t("first_aside_on") if first_aside else ""))
 
 
 def token_focus(trace) -> list[tuple[int, int]]:
@@ -184,14 +212,15 @@ def token_focus(trace) -> list[tuple[int, int]]:
 
 def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     st.subheader(t("model_view"))
-    st.caption(t("model_view_caption"))
+    st.caption(lens_ui.mosaic_caption(view_key[5]))
     text = plot_text()
     figure = traces.figure(workbench(),
         (*view_key, palette, scale, tuple(highlight), text),
         lambda: lens_ui.mosaic_columns(plots.model_view(
             view.attentions, kv_group=trace.kv_group if view.attentions.shape[1] == len(trace.kv_group) else None,
             highlight=highlight, scale=scale, row_labels=view.labels, col_labels=view.labels, colorscale=palette,
-            text=text, layer_kinds=trace.metadata.get("layer_kinds")), view_key[5]),
+            text=text, head_mean=view_key[5] not in lens_ui.PER_LAYER, layer_kinds=shown_kinds(trace)),
+            view_key[5]),
         work_bytes=4 * view.attentions.nbytes,
     )
     lens_ui.peak_note(view_key)
@@ -205,19 +234,29 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
     with workbench().run_slot(4 * view.attentions.nbytes):
         event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
                                 on_select="rerun", selection_mode="points")
-    select_clicked_head(event)
+    select_clicked_head(event, per_layer=view_key[5] in lens_ui.PER_LAYER)
 
 
-def select_clicked_head(event) -> None:
+def shown_kinds(trace) -> list[str] | None:
+    """Each layer's attention kind in the visitor's language, for the mosaic's strip; None when every layer
+    attends in full (no strip)."""
+    kinds = trace.metadata.get("layer_kinds") or []
+    return [kind_label(kind) for kind in kinds] if any(kind != "full" for kind in kinds) else None
+
+
+def select_clicked_head(event, per_layer: bool = False) -> None:
     """A click on a tile picks that layer and head (the widgets below are created after this, so their
-    state may still be set). Only a new click applies: the selection persists across reruns."""
+    state may still be set). Only a new click applies: the selection persists across reruns. A per-layer
+    lens's one column picks the layer only: the head choice is kept for the raw weights."""
     points = [p for p in (event.selection.points if event else []) if p.get("customdata") is not None]
     if not points:
         return
     layer, head = (int(v) for v in points[0]["customdata"][:2])
     if st.session_state.get("_applied_click") != (layer, head):
         st.session_state["_applied_click"] = (layer, head)
-        st.session_state["layer"], st.session_state["head"] = layer, head
+        st.session_state["layer"] = layer
+        if not per_layer:
+            st.session_state["head"] = head
 
 
 @st.fragment
@@ -235,8 +274,11 @@ def head_detail(info, view_key, scale, palette) -> None:
             st.session_state[key] = 0
     seed_from_url("threshold", 0.02)
     cols = st.columns([1, 1, 2, 2])
-    layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer")
-    head = cols[1].selectbox(t("head"), range(n_heads), key="head")
+    per_layer = view_key[5] in lens_ui.PER_LAYER
+    layer = cols[0].selectbox(t("layer"), range(n_layers), key="layer", placeholder=t("choose_option"))
+    head = cols[1].selectbox(t("head"), range(n_heads), key="head", disabled=per_layer,
+                             help=t("lens_head_disabled", lens=t(f"lens_{view_key[5]}")) if per_layer else None,
+                             placeholder=t("choose_option"))
     threshold = cols[2].slider(t("threshold"), 0.0, 0.5, step=0.01, key="threshold")
     window = token_window(len(view.labels))
     labels = view.labels[window]
@@ -244,7 +286,7 @@ def head_detail(info, view_key, scale, palette) -> None:
     focus = cols[3].selectbox(
         t("focus_token"), [None, *range(len(labels))], key="focus",
         format_func=lambda i: all_tokens if i is None else f"{i + window.start}: {labels[i]}",
-    )
+        placeholder=t("choose_option"))
     if trace.kv_group and info.n_kv_heads != info.n_heads:
         group = trace.kv_group[head]
         peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
@@ -268,7 +310,8 @@ def head_detail(info, view_key, scale, palette) -> None:
                                            focus=part.focus_row, focus_in=part.focus_col,
                                            left_divider=part.row_divider, right_divider=part.col_divider),
                            key="head_view", width="stretch")
-    head_profile(trace, layer, head, head_work.detector_scores(workbench(), view_key[0]))
+    head_profile(trace, layer, head, head_work.detector_scores(workbench(), view_key[0]),
+                 lens_ui.profiled_map(trace, view_key, layer, view_head), view_key[5], view_key[7])
     lens_ui.query_key_view(info, trace, *view_key[:3], layer, head)
     full = np.asarray(view.attentions[layer, view_head], dtype=np.float32)
     st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
@@ -298,7 +341,10 @@ def sentence_pair(info, trace, view_key, window: slice, labels: list[str], focus
     the focused token's lines (pair_filter.slice_pair)."""
     seed_from_url("pair_filter", "all", "pair")
     seed_from_url("line_direction", "out", "lines")
-    sides = pair_filter.label_sentences(pair_filter.view_sequence(trace, *view_key[3:5]))
+    level, hide_special, first_aside = view_key[3], view_key[4], view_key[7]
+    positions = first_aside_positions(trace, hide_special) if first_aside else trace
+    sides = pair_filter.label_sentences(pair_filter.view_sequence(
+        positions, level, hide_special or (first_aside and level == "token")))
     cols = st.columns(2)
     pair = "all"
     if not info.causal and view_key[2] is not None and pair_filter.is_pair(sides):
@@ -315,10 +361,19 @@ def sentence_pair(info, trace, view_key, window: slice, labels: list[str], focus
     return part
 
 
-def head_profile(trace, layer: int, head: int, detectors: dict | None = None) -> None:
-    """What kind of head this is, in numbers (Clark et al. 2019 sec. 3; Voita et al. 2019)."""
-    stats = profile_head(trace, layer, head)
+def head_profile(trace, layer: int, head: int, detectors: dict | None = None, matrix=None, lens: str = "raw",
+                 first_aside: bool = False) -> None:
+    """What kind of head this is, in numbers (Clark et al. 2019 sec. 3; Voita et al. 2019), on the token-level
+    map the page draws: the raw head, or the lens's map (`matrix`, analysis.profile.profile_map). The
+    first-token share is read before the first token is set aside (after, it is 0 by construction)."""
+    stats = profile_head(trace, layer, head) if matrix is None else profile_map(trace, matrix)
     st.markdown(f"**{t('profile')}**")
+    if lens in lens_ui.PER_LAYER:
+        st.caption(t("profile_of_layer_map", lens=t(f"lens_{lens}"), layer=layer))
+    elif lens != "raw":
+        st.caption(t("profile_of_lens_map", lens=t(f"lens_{lens}"), layer=layer, head=head))
+    if first_aside:
+        st.caption(t("profile_first_aside"))
     positional = (t("positional_yes", offset=f"{stats['positional_offset']:+d}") if stats["positional"]
                   else t("positional_no"))
     st.dataframe([{
@@ -326,13 +381,15 @@ def head_profile(trace, layer: int, head: int, detectors: dict | None = None) ->
         t("profile_distance"): round(stats["mean_distance"], 2),
         t("profile_confidence"): round(stats["confidence"], 3),
         t("profile_special"): round(stats["special"], 3),
+        t("profile_first_token"): round(stats["first"], 3),
         t("profile_previous"): round(stats["previous"], 3),
         t("profile_next"): round(stats["next"], 3),
         t("profile_self"): round(stats["self"], 3),
         t("profile_punctuation"): round(stats["punctuation"], 3),
         t("profile_positional"): positional,
         **({t("profile_sink_mass"): round(stats["sink_mass"], 3)} if has_learned_sinks(trace) else {}),
-        **{t(f"detector_{name}"): round(float(grid[layer, head]), 3) for name, grid in (detectors or {}).items()},
+        **({} if lens in lens_ui.PER_LAYER else  # detector scores are of raw heads, not of a layer's map
+           {t(f"detector_{name}"): round(float(grid[layer, head]), 3) for name, grid in (detectors or {}).items()}),
     }], hide_index=True)
 
 
@@ -347,7 +404,8 @@ def next_token_predictions(model, trace_key) -> None:
     st.subheader(t("predictions"))
     labels = token_labels(trace)
     position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
-                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position")
+                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position",
+                            placeholder=t("choose_option"))
     rows = model.next_tokens(trace, position)
     st.dataframe({t("column_token"): [visible_token(text, model.token_bytes(i)) for text, _, i in rows],
                   t("column_probability"): [round(p, 4) for _, p, _ in rows]}, hide_index=True)
@@ -369,9 +427,12 @@ def head_detectors(model, name: str) -> None:
             if scores is None:
                 return
             st.rerun()  # the whole page: the head profile above shows the new scores too
-        for column, (detector, grid) in zip(st.columns(len(scores)), scores.items()):
-            column.plotly_chart(plots.score_grid(grid, t(f"detector_{detector}"), text=plot_text()),
-                                key=f"detector_{detector}", width="stretch")
+        # One grid a row, the page's whole width: three side by side left the numbers about 5 px high.
+        for detector, grid in scores.items():
+            figure = plots.score_grid(grid, t(f"detector_{detector}"), text=plot_text())
+            head_grid(st, figure, f"detector_{detector}", in_fragment=True)
+        if figure.layout.meta["values"] == "hover":
+            st.caption(t("grid_values_hover"))
 
 
 @st.fragment
@@ -398,6 +459,10 @@ def parity_badge(model, text, text_b) -> None:
         return
     except Exception as error:  # e.g. the random fallback has no HF counterpart
         st.warning(t("parity_failed", error=md(public_message(error, model.info.name, model.info.path))))
+        return
+    if model.info.dtype != "float32":  # loaded in bfloat16 to fit the budget: the measured difference, no bound
+        st.info(t("parity_result_bfloat16", attn=report.max_attention_diff, hidden=report.max_hidden_diff,
+                  n=report.n_tokens, dtype=model.info.dtype))
         return
     message = t("parity_result", attn=report.max_attention_diff, hidden=report.max_hidden_diff, n=report.n_tokens)
     (st.success if report.passed() else st.error)(message)

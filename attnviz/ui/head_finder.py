@@ -14,11 +14,22 @@ from attnviz.analysis import (
     word_attention,
 )
 from attnviz.probesets import builtin_items
-from attnviz.ui.common import MAX_TEXT, heavy_slot, over_budget_message, plot_text, sidebar, t, workbench
+from attnviz.ui.common import (
+    MAX_TEXT,
+    heavy_slot,
+    over_budget_message,
+    plot_text,
+    sidebar,
+    t,
+    url_value,
+    workbench,
+    write_url,
+)
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
-from attnviz.ui.widgets import word_pair_ranking
+from attnviz.ui.widgets import head_grid, word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, finder, traces
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
@@ -36,25 +47,36 @@ def render() -> None:
     st.caption(t("finder_caption"))
     if model is None:
         return
-    items, items_key = choose_items()
+    relation_scores(model, source)
+    retrieval_section(model, source)  # its own section (ui/retrieval.py)
+
+
+def relation_scores(model, source: str) -> None:
+    items, items_key, read_note = choose_items()
     if not items:
         return
     relations = list(dict.fromkeys(item.relation for item in items))
     relation = st.selectbox(t("relation"), relations, key="finder_relation",
-                            format_func={r: relation_label(r) for r in relations}.get)
+                            format_func={r: relation_label(r) for r in relations}.get, placeholder=t("choose_option"))
     chosen = [item for item in items if item.relation == relation]
     st.caption(t("items_counted", n=len(chosen), relation=md(relation_label(relation)),
                  sentences=len({i.text for i in chosen}),
-                 total=len({i.text for i in items})))
+                 total=len({i.text for i in items})) + read_note)
     # Sink-aware scoring is offered for decoders only (docs/architecture.md, "Scoring rule").
     sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
                                                          help=t("sink_aware_help"))
     result_key = f"{source}|{items_key}|{relation}|{sink_aware}"
     bench = workbench()
-    result = heavy_action("run_probe", t("run_probe"), (result_key,),
-                          lambda job: finder.score(bench, model, source, chosen, relation, sink_aware,
-                                                   progress=job.progress),
-                          lambda done, total: t("scoring", done=done, n=total), primary=True)
+    builtin = items_key if items_key in BUILTIN_SETS else None
+    # A built-in set's scores are the same for every visitor: once some visitor scored them, they are shown at once.
+    result = builtin and finder.shared_score(bench, source, builtin, relation, sink_aware)
+    if result:
+        st.caption(t("finder_shared"))
+    else:
+        result = heavy_action("run_probe", t("run_probe"), (result_key,),
+                              lambda job: finder.score(bench, model, source, chosen, relation, sink_aware,
+                                                       progress=job.progress, builtin=builtin),
+                              lambda done, total: t("scoring", done=done, n=total), primary=True)
     if result is not None:
         st.session_state["finder_result"] = (result_key, result)
     stored = st.session_state.get("finder_result")
@@ -73,34 +95,39 @@ def parser_label(kind: str) -> str:
 
 
 def choose_items():
-    """(items, a key naming them) from a built-in set or an uploaded file; errors shown, never raised."""
+    """(items, a key naming them, a note for the count caption) from a built-in set or an uploaded file;
+    errors shown, never raised."""
     # format_func: dicts of this run's labels (see explore.LEVELS), not calls of t()
     mode = st.radio(t("probe_source"), ["builtin", "upload"], horizontal=True, key="finder_mode",
                     format_func={"builtin": t("builtin_set"), "upload": t("upload")}.get)
     try:
         if mode == "builtin":
             spec = st.selectbox(t("builtin_set"), list(BUILTIN_SETS), key="finder_builtin",
-                                format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get)
-            return builtin_items(spec), spec
+                                format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get,
+                                placeholder=t("choose_option"))
+            return builtin_items(spec), spec, ""
         upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
                                   help=t("upload_help", mb=UPLOAD_MB))
         st.caption(t("upload_help", mb=UPLOAD_MB))
         kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func={k: parser_label(k) for k in PARSERS}.get,
-                            key="finder_kind")
+                            key="finder_kind", placeholder=t("choose_option"))
         if upload is None:
-            return [], None
+            return [], None, ""
         data = upload.getvalue()
         if kind == "auto":
             kind = finder.detected_format(upload.name, data)
             st.caption(t("format_detected", kind=parser_label(kind)))
-        unspaced = kind == "conllu" and st.checkbox(t("conllu_sep"), key="finder_unspaced")
-        items = finder.parsed_items(workbench(), kind, data, upload.name, "" if unspaced else " ")
-        if not items:
+        if kind == "conllu":  # no separator to choose: the treebank's own text is read
+            st.caption(t("conllu_own_text"))
+        parsed = finder.parsed_file(workbench(), kind, data, upload.name)
+        if not parsed.items:
             st.info(t("no_items"))
-        return items, f"{kind}:{hashlib.sha256(data).hexdigest()}:{unspaced}"
+        note = (" " + t("conllu_read", skipped=parsed.skipped_arcs, disagreed=parsed.disagreed)
+                if kind == "conllu" else "")
+        return parsed.items, f"{kind}:{hashlib.sha256(data).hexdigest()}", note
     except ValueError as error:  # malformed input names the file and line
         st.error(t("bad_file", error=md(error)))
-        return [], None
+        return [], None, ""
 
 
 def impossible(block: dict, direction: str) -> bool:
@@ -125,7 +152,9 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
         best, base = block["best"][direction], block["baselines"][direction]
         figure = plots.score_grid(grid, f"{relation_label(relation)}: {direction_names[direction]}",
                                   best=(best["layer"], best["head"]) if best else None, text=plot_text())
-        col.plotly_chart(figure, key=f"score_grid_{direction}", width="stretch")
+        # A click opens that head's examples below (the examples' layer and head, and this direction).
+        head_grid(col, figure, f"score_grid_{direction}", f"finder_layer_{direction}", f"finder_head_{direction}",
+                  also={"finder_example_direction": direction})
         col.caption(t("grid_caption", scorable=block.get("n_scorable", {}).get(direction, block["n"]),
                       n=block["n"], best=f"L{best['layer']} H{best['head']}" if best else "-",
                       accuracy=_value(best and best["accuracy"]), first=_value(base["first_word_accuracy"]),
@@ -181,10 +210,20 @@ def mark_cells(figure, read: int, gold: int, guess: int) -> None:
 def examples_for_head(model, source: str, items, direction: str, default_layer: int, default_head: int, result_key: str,
                       sink_aware: bool = False) -> None:
     cols = st.columns(2)
-    # one pair of inputs per direction, so each starts on its own best head
-    layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, default_layer,
-                                 key=f"finder_layer_{direction}")
-    head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, default_head, key=f"finder_head_{direction}")
+    # One pair of inputs per direction, so each starts on its own best head (again for new scores), or on a
+    # link's head; seeded through the state (not `value=`), since a click on a grid sets them too (head_grid).
+    fresh = st.session_state.get(f"_finder_scores_{direction}") != result_key
+    st.session_state[f"_finder_scores_{direction}"] = result_key
+    for key, url_key, default, limit in ((f"finder_layer_{direction}", "layer", default_layer, model.info.n_layers),
+                                         (f"finder_head_{direction}", "head", default_head, model.info.n_heads)):
+        linked = url_value(url_key)
+        if linked is not None and 0 <= linked < limit:
+            st.session_state[key] = linked
+        elif fresh or key not in st.session_state or not 0 <= st.session_state[key] < limit:
+            st.session_state[key] = default
+    layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, key=f"finder_layer_{direction}")
+    head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, key=f"finder_head_{direction}")
+    write_url(layer=layer, head=head)
     st.markdown(f"**{t('examples_for_head', layer=layer, head=head)}**")
     st.caption(t("examples_marks"))
     causal = bool(model.info.causal)
@@ -206,7 +245,7 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
     for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
         weights = word_attention(trace, item.word_spans, head=(layer, head))[0, 0]  # n, n
-        guess = int(predictions(weights[None, None], sink_aware)[0, 0, read])
+        guess = int(predictions(weights[None, None], sink_aware, item.word_spans.count(item.word_spans[0]))[0, 0, read])
         right = guess == gold
         if shown[right] >= EXAMPLES_SHOWN:
             continue

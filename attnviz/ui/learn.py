@@ -17,6 +17,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.kinds import extras_label, layers_label
 from attnviz.workbench import learn as lessons
 from attnviz.workbench.learn import (
     MEASURE_LAYERS,
@@ -52,8 +53,9 @@ def attention_kinds() -> None:
     """Beyond MHA/GQA/MQA: how the families attnviz runs change where a head may look and what it scores."""
     st.subheader(t("learn_kinds"))
     st.markdown(t("learn_kinds_text"))
-    rows = [{t("learn_col_family"): row.family, "model_type": row.model_type, t("learn_col_layers"): row.layers,
-             t("learn_col_extras"): row.extras} for row in lessons.attention_kinds(workbench())]
+    rows = [{t("learn_col_family"): row.family, t("learn_col_model_type"): row.model_type,
+             t("learn_col_layers"): layers_label(row.layers), t("learn_col_extras"): extras_label(row.extras)}
+            for row in lessons.attention_kinds(workbench())]
     st.dataframe(rows, hide_index=True)
     st.caption(t("learn_kinds_caption"))
 

@@ -83,13 +83,32 @@ def peak_note(view_key: tuple) -> None:
 
 
 def mosaic_columns(figure, lens: str):
-    """A per-layer lens's mosaic has one column of tiles: name it "all heads", not "H0"."""
+    """A per-layer lens's mosaic has one column of tiles (explore draws it without a mean column): name it
+    "all heads", not "H0"."""
     if lens in PER_LAYER:
         ticktext = list(figure.layout.xaxis.ticktext or [])
         if ticktext:
             ticktext[0] = t("lens_all_heads")
             figure.update_xaxes(ticktext=ticktext)
     return figure
+
+
+def mosaic_caption(lens: str) -> str:
+    """The mosaic's caption: heads as columns, or one map per layer for rollout and flow."""
+    return t("lens_mosaic_caption", lens=t(f"lens_{lens}")) if lens in PER_LAYER else t("model_view_caption")
+
+
+def profiled_map(trace, view_key: tuple, layer: int, view_head: int):
+    """The token-level map [T, T] the head profile describes: None for raw weights (the head itself),
+    else the lens's map of this layer (and head, for the value-weighted lens)."""
+    source, text, text_b, _, _, lens = view_key[:6]
+    if lens == "raw":
+        return None
+    # Row-normalised value weights: the profile's statistics (entropy, shares) read rows as distributions.
+    weights = lens_store.lens_attentions(workbench(), source, text, text_b, lens, True)
+    if weights is None or weights.shape[-1] != len(trace.tokens):
+        return None
+    return np.asarray(weights[layer, view_head], dtype=np.float32)
 
 
 def lens_head(view, head: int, lens: str) -> int:
@@ -115,7 +134,8 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     with box:
         if not box.open:
             return
-        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}")
+        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}",
+                                placeholder=t("choose_option"))
         write_url(query=position)
         try:
             recorded = lens_store.query_keys(workbench(), source, text, text_b, layer)
@@ -124,11 +144,14 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
             return
         model = shelf.model_for(workbench(), source)
         setup = model.score_setup(layer, head)  # scale, window, soft-cap, ALiBi slope, learned sink
-        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, **setup)
+        names = model.score_term_names(layer)  # DeBERTa: c2c is q.k; c2p and p2c join as position terms
+        terms = {name: recorded["score_terms"][i, head, position] for i, name in enumerate(names) if i} or None
+        view = query_key(recorded["queries"], recorded["keys"], trace.kv_group, head, position, terms=terms, **setup)
         config = model.config
         rotary = t("qk_rotary") if getattr(config, "rope_theta", None) is not None else ""
         st.caption(t("qk_caption", head=head, layer=layer, kv=view.kv_head, rotary=rotary, dim=view.head_dim))
-        for key, applies in (("qk_alibi", setup["slope"] is not None), ("qk_capped", view.capped),
+        for key, applies in (("qk_alibi", setup["slope"] is not None), ("qk_disentangled", terms is not None),
+                             ("qk_capped", view.capped),
                              ("qk_window", setup["window"] is not None), ("qk_sink", setup["sink"] is not None)):
             if applies:
                 st.caption(t(key, slope=f"{setup['slope'] or 0:.4g}", cap=f"{setup['softcap'] or 0:g}",
@@ -144,7 +167,8 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
                                                      "dimension", "product")}
         st.plotly_chart(plots.query_key_bars(view.positive[shown], view.negative[shown], view.scores[shown],
                                              view.probabilities[shown], key_labels, shown.tolist(), words,
-                                             bias=view.bias[shown] if setup["slope"] is not None else None),
+                                             bias=view.bias[shown] if setup["slope"] is not None or terms
+                                             else None),
                         key="qk_bars", width="stretch")
         st.plotly_chart(plots.query_key_products(view.products[shown], view.query, view.keys[shown], key_labels,
                                                  shown.tolist(), words),

@@ -92,7 +92,8 @@ def comparison(model, source: str, text: str, second: str) -> None:
     if st.session_state.get("minpair_head") not in options:  # first time, or another model
         st.session_state["minpair_head"] = options[int(np.argmax(grid))]
     shown = {o: f"L{o.split('.')[0]} H{o.split('.')[1]}  ({v:.3f})" for o, v in zip(options, grid.ravel())}
-    chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get)
+    chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get,
+                          placeholder=t("choose_option"))
     layer, head = (int(v) for v in chosen.split("."))
     st.plotly_chart(plots.difference_heatmap(diff.difference[layer, head], diff.labels, t("minpair_difference"),
                                              text=plot_text()), key="minpair_heatmap", width="stretch")
@@ -125,16 +126,25 @@ def preference_section(model, source: str, text: str, second: str) -> None:
         else:
             st.warning(t("minpair_preference_failed", error=md(public_message(error, source))))
         return
-    verdict = ("minpair_prefers_a" if result.margin > 0 else "minpair_prefers_b" if result.margin < 0
-               else "minpair_prefers_none")
-    st.markdown(t(verdict, a=result.good, b=result.bad, margin=result.margin))
-    st.dataframe({
+    # The verdict compares the sums, or the per-token means when the scored spans differ in token count.
+    mean = result.compares == "mean"
+    margin = result.verdict_margin
+    verdict = ("minpair_prefers_a" if margin > 0 else "minpair_prefers_b" if margin < 0 else "minpair_prefers_none")
+    a, b = (result.mean_good, result.mean_bad) if mean else (result.good, result.bad)
+    st.markdown(t(verdict + ("_mean" if mean else ""), a=a, b=b, margin=margin))
+    table = {
         t("minpair_column_sentence"): [text, second],
         t("minpair_column_logprob"): [round(result.good, 4), round(result.bad, 4)],
-        t("minpair_column_tokens"): [" | ".join(f"{tok!r} {lp:.2f}" for tok, lp in tokens)
-                                     for tokens in (result.tokens_good, result.tokens_bad)],
-    }, hide_index=True)
+    }
+    if mean:
+        table[t("minpair_column_mean")] = [round(result.mean_good, 4), round(result.mean_bad, 4)]
+    table[t("minpair_column_count")] = [result.n_good, result.n_bad]
+    table[t("minpair_column_tokens")] = [" | ".join(f"{tok!r} {lp:.2f}" for tok, lp in tokens)
+                                         for tokens in (result.tokens_good, result.tokens_bad)]
+    st.dataframe(table, hide_index=True)
     note = t(f"minpair_method_{result.method}", prefix=md(pair.prefix or ""))
+    note += " " + (t("minpair_compares_mean", a=result.n_good, b=result.n_bad) if mean
+                   else t("minpair_compares_sum", n=result.n_good))
     if result.first_token_unscored:
         note += " " + t("minpair_first_token")
     st.caption(note)

@@ -30,6 +30,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.widgets import head_grid
 from attnviz.workbench import Busy, OverBudget, shelf, traces
 from attnviz.workbench import translate as translations
 from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
@@ -40,6 +41,9 @@ KINDS = ("cross", "encoder", "decoder")
 MAX_CHARS = 500  # the source and target inputs' max_chars, and the URL's bound on them
 LANGUAGE_TOKEN = re.compile(r">>[A-Za-z0-9_]{1,32}<<", re.ASCII)
 EXAMPLE = "The keys to the cabinet are on the table."
+# A written translation of EXAMPLE, offered beside the untrained model's noise (it decodes only a few tokens:
+# workbench.translate.new_tokens), so its three attention kinds can be read over real words.
+EXAMPLE_TARGET = "柜子的钥匙在桌子上。"
 PREFERRED_LANGUAGE = ">>cmn_Hans<<"  # simplified Chinese, where a multilingual-target model offers it
 
 
@@ -55,7 +59,8 @@ def pick_model() -> str:
         st.session_state.setdefault("translate_custom", st.session_state["translate_preset"])
         st.session_state["translate_preset"] = PRESETS[0]
     shown = {name: t("translate_random") if name == RANDOM_MARIAN_NAME else name for name in PRESETS}
-    st.sidebar.selectbox(t("translate_model"), PRESETS, key="translate_preset", format_func=shown.get)
+    st.sidebar.selectbox(t("translate_model"), PRESETS, key="translate_preset", format_func=shown.get,
+                         placeholder=t("choose_option"))
     st.sidebar.text_input(t("translate_model_custom"), key="translate_custom", max_chars=300,
                           help=t("translate_model_custom_help"))
     return (st.session_state.get("translate_custom") or "").strip() or st.session_state["translate_preset"]
@@ -124,12 +129,20 @@ def render() -> None:
             preferred = PREFERRED_LANGUAGE if PREFERRED_LANGUAGE in model.language_codes else None
             st.session_state["translate_language"] = preferred or model.language_codes[0]
         language = st.selectbox(t("translate_language"), model.language_codes, key="translate_language",
-                                help=t("translate_language_help"))
+                                help=t("translate_language_help"), placeholder=t("choose_option"))
     seed_from_url("translate_source", EXAMPLE, "src")
     seed_from_url("translate_target", "", "target")
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
     target = st.text_input(t("translate_target"), key="translate_target", max_chars=MAX_CHARS,
                            help=t("translate_target_help"))
+    if model.untrained:  # its greedy output is noise: offer a written translation to read its attention over
+        st.caption(t("translate_untrained_example", n=translations.new_tokens(model)))
+
+        def use_example() -> None:
+            st.session_state["translate_source"], st.session_state["translate_target"] = EXAMPLE, EXAMPLE_TARGET
+
+        st.button(t("translate_use_example", target=EXAMPLE_TARGET), key="translate_use_example",
+                  on_click=use_example)
     seed_from_url("translate_kind", "cross", "kind")
     write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
               kind=st.session_state.get("translate_kind"))
@@ -170,14 +183,15 @@ def views(trace, name: str) -> None:
     st.caption(t(f"translate_kind_caption_{kind}"))
     attentions, rows, cols = attention_of(trace, kind)
     n_layers, n_heads = attentions.shape[:2]
-    text = dataclasses.replace(plot_text(), open_head=t("translate_pick_below"))
+    text = dataclasses.replace(plot_text(), open_head=t("translate_open_head"))
     figure = traces.figure(workbench(),
         # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
         ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
          trace.generated, kind, text),
         lambda: plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text),
     )
-    st.plotly_chart(figure, key="translate_mosaic", width="stretch", config={"displaylogo": False})
+    # A click on a tile opens that head in the detail below (its layer and head selectors, then the URL).
+    head_grid(st, figure, "translate_mosaic", "translate_layer", "translate_head")
     head_detail(trace, kind, n_layers, n_heads)
 
 
@@ -190,8 +204,8 @@ def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
         if not 0 <= st.session_state[key] < limit:
             st.session_state[key] = 0
     left, right = st.columns(2)
-    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer")
-    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head")
+    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer", placeholder=t("choose_option"))
+    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head", placeholder=t("choose_option"))
     write_url(tlayer=layer, thead=head)
     attentions, rows, cols = attention_of(trace, kind)
     figure = plots.head_heatmap(attentions[layer, head], rows, cols, causal=kind == "decoder", text=plot_text())

@@ -23,9 +23,9 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     label = lambda i: f"{i}: {words[i]}"  # noqa: E731
     cols = st.columns(2)
     source = cols[0].selectbox(t("source_word"), choices, format_func=label,
-                               key=f"{key_prefix}_source", index=None)
+                               key=f"{key_prefix}_source", index=None, placeholder=t("choose_option"))
     target = cols[1].selectbox(t("target_word"), choices, format_func=label,
-                               key=f"{key_prefix}_target", index=None)
+                               key=f"{key_prefix}_target", index=None, placeholder=t("choose_option"))
     if source is None or target is None:
         return []
     if source == target:
@@ -44,3 +44,36 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
         hide_index=True,
     )
     return ranking
+
+
+def picked_head(event) -> tuple[int, int] | None:
+    """(layer, head) of the first selected point that carries one in its customdata (the pick points of
+    plots.score_grid and plots.model_view), else None. `event` is st.plotly_chart's selection state."""
+    selection = (event or {}).get("selection") or {}
+    for point in selection.get("points") or []:
+        data = point.get("customdata")
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            return int(data[0]), int(data[1])
+    return None
+
+
+OPENED = "_grid_opened_head"  # set by a grid's click callback; a fragment then reruns the whole page
+
+
+def head_grid(container, figure, key: str, layer_key: str = "layer", head_key: str = "head",
+              also: dict | None = None, in_fragment: bool = False) -> None:
+    """A layers x heads grid whose click opens that head: the click's callback (which runs before the page,
+    so widget state may still be set) puts the head in `layer_key` / `head_key` (and `also`'s values in
+    their keys). Inside a fragment (`in_fragment`) the click reruns only the fragment, so the page is rerun
+    to draw the head where it is shown (the URL follows from there)."""
+    def open_head() -> None:
+        picked = picked_head(st.session_state.get(key))
+        if picked is not None:
+            st.session_state[layer_key], st.session_state[head_key] = picked
+            st.session_state.update(also or {})
+            st.session_state[OPENED] = True
+
+    container.plotly_chart(figure, key=key, width="stretch", on_select=open_head, selection_mode="points",
+                           config={"displaylogo": False})
+    if st.session_state.pop(OPENED, False) and in_fragment:
+        st.rerun()  # scope "app": the head detail lies outside this fragment

@@ -8,11 +8,10 @@ import dataclasses
 import numpy as np
 
 from attnviz.analysis import lenses
-from attnviz.analysis.views import attention_view
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
-from attnviz.workbench.traces import trace, trace_bytes
+from attnviz.workbench.traces import aside_view, trace, trace_bytes
 
 
 def value_norms(bench: Workbench, name: str, text: str, text_pair: str | None) -> np.ndarray:
@@ -68,21 +67,22 @@ def compute_flow(bench: Workbench, name: str, text: str, text_pair: str | None, 
 
 
 def lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-              lens: str, normalise: bool = True):
+              lens: str, normalise: bool = True, first_aside: bool = False):
     """The view of lens weights, made as for raw weights (token or word level, special tokens hidden).
     Value weights that are not row-normalised are norms, not shares: the view is divided by its
-    largest value (`lens_peak`) so colours keep the [0, 1] scale."""
-    key = ("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise))
+    largest value (`lens_peak`) so colours keep the [0, 1] scale. `first_aside` renormalises each row
+    without the first position, as for raw weights (workbench.traces.aside_view)."""
+    key = ("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise), bool(first_aside))
     held = bench.views.get(key)
     if held is None:
         weights = lens_attentions(bench, name, text, text_pair, lens, normalise)
         if weights is None:
             raise ValueError(f"the {lens} lens has not been computed for this text")
         weighted = dataclasses.replace(trace(bench, name, text, text_pair), attentions=weights)
-        with bench.reserve(2 * weights.nbytes, keep_model=name):
-            made = attention_view(weighted, level, hide_special)
+        with bench.reserve(3 * weights.nbytes, keep_model=name):
+            made = aside_view(weighted, level, hide_special, first_aside)
             peak = None
-            if lens == "value" and not normalise and not hide_special:
+            if lens == "value" and not normalise and not hide_special and not first_aside:
                 peak = float(np.max(made.attentions, initial=0.0))
                 if peak > 0:
                     made = dataclasses.replace(made, attentions=(made.attentions / np.float32(peak)).astype(
@@ -94,18 +94,21 @@ def lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, lev
 
 
 def lens_peak(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-              lens: str, normalise: bool = True) -> float | None:
+              lens: str, normalise: bool = True, first_aside: bool = False) -> float | None:
     """The value an unnormalised value-weighted view was divided by (None when it was not)."""
-    held = bench.views.get(("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise)))
+    held = bench.views.get(("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise),
+                            bool(first_aside)))
     return None if held is None else held[1]
 
 
 def query_keys(bench: Workbench, name: str, text: str, text_pair: str | None, layer: int) -> dict:
-    """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only."""
+    """One layer's queries [H, T, D] and keys [K, S, D] (after rotary), recorded for that layer only, and
+    its score terms [N, H, T, S] where the score has several (DeBERTa: "score_terms")."""
     def compute():
         model = model_for(bench, name)
         with bench.reserve(trace_bytes(model, len(model.encode(text, text_pair).ids)), keep_model=name):
-            held = model.record(text, text_pair, names=("queries", "keys"), layer=layer)
+            terms = ("score_terms",) if model.score_term_names(layer) else ()  # DeBERTa's c2c, c2p, p2c
+            held = model.record(text, text_pair, names=("queries", "keys", *terms), layer=layer)
         for array in held.values():
             array.setflags(write=False)
         return held

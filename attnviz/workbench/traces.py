@@ -8,7 +8,9 @@ import dataclasses
 import numpy as np
 import torch
 
+from attnviz.analysis.sink import trace_first_aside
 from attnviz.analysis.views import attention_view
+from attnviz.trace import HAN_SEGMENTER_BYTES, han_segmenter_needed
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
@@ -49,6 +51,8 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
     if held is None:
         model = model_for(bench, name)
         need = trace_bytes(model, len(model.encode(text, text_pair).ids))
+        if han_segmenter_needed(text + (text_pair or "")):  # the word rule's jieba, built once per process
+            need += HAN_SEGMENTER_BYTES
         with bench.run_slot(need):
             held = bench.traces.get(key)  # another visitor may have run it meanwhile
             if held is None:
@@ -60,24 +64,36 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
 
 
 def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-         lens: str = "raw", normalise: bool = True):
+         lens: str = "raw", normalise: bool = True, first_aside: bool = False):
     """The attention view the page draws (analysis.views.attention_view), shared like the trace; a `lens`
-    other than "raw" is applied to the token-level weights first (workbench.lenses.lens_view)."""
+    other than "raw" is applied to the token-level weights first (workbench.lenses.lens_view). With
+    `first_aside`, each row is renormalised without the first position (analysis.sink.trace_first_aside)."""
     if lens != "raw":
         from attnviz.workbench.lenses import lens_view
 
-        return lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise)
+        return lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise, first_aside)
     held = trace(bench, name, text, text_pair)
-    if level == "token" and not hide_special:
+    if level == "token" and not hide_special and not first_aside:
         return attention_view(held, level, False)  # the trace's own array, no copy
 
     def make():
-        with bench.run_slot(4 * held.attentions.nbytes), bench.reserve(held.attentions.nbytes):
-            made = attention_view(held, level, hide_special)
+        # the set-aside copy (float16, as the trace) and the view's float32 layer
+        with bench.run_slot(4 * held.attentions.nbytes), bench.reserve((2 if first_aside else 1)
+                                                                         * held.attentions.nbytes):
+            made = aside_view(held, level, hide_special, first_aside)
         made.attentions.setflags(write=False)
         return made
 
-    return bench.shared_value((name, text, text_pair, level, hide_special), make, lambda v: v.attentions.nbytes)
+    key = (name, text, text_pair, level, hide_special) + (("first_aside",) if first_aside else ())
+    return bench.shared_value(key, make, lambda v: v.attentions.nbytes)
+
+
+def aside_view(held, level: str, hide_special: bool, first_aside: bool):
+    """attention_view of `held`, with the first token set aside first when asked: its position is then
+    marked special, so a token view hides it (and the real special tokens only when `hide_special`)."""
+    if not first_aside:
+        return attention_view(held, level, hide_special)
+    return attention_view(trace_first_aside(held, hide_special), level, level == "token")
 
 
 # Peak bytes per attention cell of building an export, beside the float32 trace (checked against VmHWM by

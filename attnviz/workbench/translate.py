@@ -7,6 +7,14 @@ from attnviz.workbench.shared import Workbench
 
 MAX_TOKENS = 128  # source and target tokens
 MAX_NEW_TOKENS = 64  # greedy decoding steps
+# An untrained model's greedy output is one token repeated ("il il il ..." to the 64-step limit, and a 2,000 px
+# mosaic): a few steps show the mechanics as well.
+UNTRAINED_NEW_TOKENS = 8
+
+
+def new_tokens(model) -> int:
+    """Greedy decoding steps for `model`: UNTRAINED_NEW_TOKENS for an untrained one, else MAX_NEW_TOKENS."""
+    return UNTRAINED_NEW_TOKENS if getattr(model, "untrained", False) else MAX_NEW_TOKENS
 
 
 def trace_need(model) -> int:
@@ -27,7 +35,7 @@ def translation(bench: Workbench, model, name: str, source: str, target: str, la
     held = bench.traces.get(key)
     if held is None:
         with bench.reserve(trace_need(model), keep_model=name):
-            held = model.run(source, target or None, language_code=language, max_new_tokens=MAX_NEW_TOKENS,
+            held = model.run(source, target or None, language_code=language, max_new_tokens=new_tokens(model),
                              max_tokens=MAX_TOKENS)
         bench.traces.put(key, held, sum(a.nbytes for a in (held.attentions, held.decoder_attentions,
                                                             held.cross_attentions)))

@@ -1,0 +1,87 @@
+"""ALBERT checkpoints -> our post-norm encoder with factorised embeddings and one shared layer.
+
+Embeddings (token, position, type) and their LayerNorm are embedding_size wide, mapped into hidden_size by
+encoder.embedding_hidden_mapping_in (a Linear with bias). Every layer runs the same weights
+(albert_layer_groups.0.albert_layers.0): our module holds one Block n_layers times, so head ablation and
+the recorder still see n_layers layers. Only num_hidden_groups = inner_group_num = 1 (every released
+ALBERT) is supported. The MLM head (predictions.*): dense to embedding_size, hidden_act, LayerNorm, decoder.
+"""
+
+from __future__ import annotations
+
+import re
+
+from attnviz.loading.activations import activation
+from attnviz.loading.ledger import WeightLedger, detect_prefix
+from attnviz.transformer.config import ModelConfig
+
+MLM_ARCHITECTURES = ("AlbertForMaskedLM", "AlbertForPreTraining")
+
+
+def albert_config(hf: dict) -> ModelConfig:
+    for option in ("num_hidden_groups", "inner_group_num"):
+        if hf.get(option, 1) != 1:
+            raise ValueError(f"ALBERT with {option}={hf[option]} is not supported (only 1)")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"ALBERT position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    width = hf.get("embedding_size") or hf["hidden_size"]
+    act = activation(hf.get("hidden_act", "gelu_new"))
+    has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
+    return ModelConfig(
+        family="albert",
+        vocab_size=hf["vocab_size"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"],
+        d_ff=hf["intermediate_size"],
+        norm_eps=hf.get("layer_norm_eps", 1e-12),
+        activation=act,
+        max_positions=hf["max_position_embeddings"],
+        type_vocab_size=hf.get("type_vocab_size", 2),
+        pad_token_id=hf.get("pad_token_id"),
+        embedding_norm=True,
+        # ALBERT always maps embeddings in, even when embedding_size == hidden_size.
+        embedding_size=width,
+        shared_layers=True,
+        mlm_head=act if has_head else None,
+        tie_word_embeddings=hf.get("tie_word_embeddings", True),
+    )
+
+
+def convert_albert(hf: dict, checkpoint: dict, model) -> dict:
+    prefix = detect_prefix(checkpoint, "embeddings.word_embeddings.weight", ("", "albert."))
+    w = WeightLedger(checkpoint, prefix)
+    w.move("embeddings.word_embeddings.weight", "token_embedding.weight")
+    w.move("embeddings.position_embeddings.weight", "position_embedding.weight")
+    w.move("embeddings.token_type_embeddings.weight", "type_embedding.weight")
+    layer = "encoder.albert_layer_groups.0.albert_layers.0."
+    names = {"attention.query": "attn.q_proj", "attention.key": "attn.k_proj", "attention.value": "attn.v_proj",
+             "attention.dense": "attn.o_proj", "attention.LayerNorm": "attn_norm", "ffn": "mlp.up_proj",
+             "ffn_output": "mlp.down_proj", "full_layer_layer_norm": "mlp_norm"}
+    for p in ("weight", "bias"):
+        w.move(f"embeddings.LayerNorm.{p}", f"embedding_norm.{p}")
+        w.move(f"encoder.embedding_hidden_mapping_in.{p}", f"embedding_project.{p}")
+        for theirs, ours in names.items():
+            tensor = w.take(f"{layer}{theirs}.{p}")
+            for i in range(model.config.n_layers):  # one module: every layer's name holds the same tensor
+                w.put(f"blocks.{i}.{ours}.{p}", tensor)
+    if model.mlm_head is not None and "predictions.dense.weight" in checkpoint:
+        w.prefix = ""
+        for theirs, ours in (("dense", "dense"), ("LayerNorm", "norm")):
+            for p in ("weight", "bias"):
+                w.move(f"predictions.{theirs}.{p}", f"mlm_head.{ours}.{p}")
+        bias = next((k for k in ("predictions.bias", "predictions.decoder.bias") if k in checkpoint),
+                    "predictions.bias")
+        w.move(bias, "mlm_head.decoder.bias")
+        w.ignore(re.escape("predictions.decoder.bias"))
+        if model.config.tie_word_embeddings:
+            w.put("mlm_head.decoder.weight", w.converted["token_embedding.weight"])
+            w.ignore(re.escape("predictions.decoder.weight"))
+        else:
+            w.move("predictions.decoder.weight", "mlm_head.decoder.weight")
+    elif model.mlm_head is not None:
+        model.mlm_head = None  # a masked-LM config over base weights: the encoder, without mask filling
+    w.ignore(r"(albert\.)?embeddings\.(position_ids|token_type_ids)")
+    w.ignore(r"(albert\.)?pooler\..*")
+    w.ignore(r"(predictions|sop_classifier|classifier|qa_outputs)\..*")
+    return w.finish(model)
