@@ -234,3 +234,121 @@ class Seq2SeqTrace(AttentionTrace):
     @property
     def encoder_attentions(self) -> np.ndarray:
         return self.attentions
+
+
+def special_token_mask(special_mask: list[bool], sequence_ids: list[int | None]) -> np.ndarray:
+    """[T] bool: the tokenizer's special-tokens mask, or tokens outside both sentences when it is empty."""
+    if len(special_mask) == len(sequence_ids) and special_mask:
+        return np.asarray(special_mask, dtype=bool)
+    return np.asarray([seq is None for seq in sequence_ids], dtype=bool)
+
+
+def punctuation_token_mask(tokens: list[str], special: np.ndarray) -> np.ndarray:
+    """[T] bool: non-special tokens whose label is all punctuation (whitespace ignored)."""
+    marks = []
+    for token, is_special in zip(tokens, special):
+        label = "".join(token.split())
+        marks.append(bool(label) and not is_special and all(is_punctuation(c) for c in label))
+    return np.asarray(marks, dtype=bool)
+
+
+@dataclass
+class ReducedTrace:
+    """A long text's trace without its [L, H, T, T] maps (docs/architecture.md, "Long contexts"): the same
+    token and word fields as AttentionTrace, and what attnviz.transformer.reduce computed during the pass.
+
+    - `tiles[name]` [L, H, t, s] float32: the pooled mosaic tiles (pool_tiles with `tile` cells a side) of
+      the view "token", "token_hide_special" or "word" (`view_tiles`);
+    - `statistics[name]` [L, H] float64 and `argmax` [L, H, T]: the head profile (analysis.profile_reduced);
+    - `queries` [L, H, T, D], `keys` [L, K, S, D] (float16 unless asked otherwise) and `score_setups[l][h]`
+      (Transformer.score_setup): any head's exact map over a window of rows (`head_window`).
+    """
+
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    sequence_ids: list[int | None]
+    input_ids: list[int]
+    kv_group: list[int]
+    words: list[str]
+    word_of_token: list[int | None]
+    truncated: bool
+    tile: int
+    tiles: dict[str, np.ndarray]
+    statistics: dict[str, np.ndarray]
+    argmax: np.ndarray
+    queries: np.ndarray
+    keys: np.ndarray
+    score_setups: list[list[dict]]
+    texts: tuple[str, ...] = ()
+    word_spans: list[tuple[int, int]] = field(default_factory=list)
+    word_sequence: list[int] = field(default_factory=list)
+    special_mask: list[bool] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    hidden: np.ndarray | None = None
+
+    @property
+    def n_layers(self) -> int:
+        return self.queries.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.queries.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays held (what grows with T: queries, keys, argmax, hidden; the tiles do not)."""
+        arrays = [self.argmax, self.queries, self.keys, *self.tiles.values(), *self.statistics.values()]
+        return sum(a.nbytes for a in arrays) + (self.hidden.nbytes if self.hidden is not None else 0)
+
+    def view_tiles(self, level: str = "token", hide_special: bool = False) -> np.ndarray:
+        """The pooled tiles of attention_view(level, hide_special) (hide_special: token level only; a text
+        without special tokens has the token view's)."""
+        if level == "word":
+            if "word" not in self.tiles:
+                raise ValueError("no token of this text belongs to a word")
+            return self.tiles["word"]
+        if level != "token":
+            raise ValueError(f"level must be 'token' or 'word', got {level!r}")
+        if hide_special and "token_hide_special" in self.tiles:
+            return self.tiles["token_hide_special"]
+        if hide_special and special_token_mask(self.special_mask, self.sequence_ids).all():
+            raise ValueError("the input has only special tokens")
+        return self.tiles["token"]
+
+    def head_window(self, layer: int, head: int, rows: slice | range, cols: slice | range | None = None) -> np.ndarray:
+        """float32 [R, C]: head `head` of layer `layer`'s attention probabilities for query rows `rows` and
+        key columns `cols` (default all), recomputed from the kept queries and keys: each row's scores over
+        every key it may see (its softmax denominator), then the window's columns. Equal to the full map's
+        slice up to the rounding of the kept queries and keys (exact to float32 rounding when kept in float32)."""
+        if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
+            raise ValueError(f"no head ({layer}, {head}) in a model of {self.n_layers} x {self.n_heads} heads")
+        n_queries, n_keys = self.queries.shape[2], self.keys.shape[2]
+        row_at = np.arange(n_queries)[rows]
+        setup = self.score_setups[layer][head]
+        q = self.queries[layer, head, row_at].astype(np.float64)  # R, D
+        k = self.keys[layer, self.kv_group[head]].astype(np.float64)  # S, D
+        scale = q.shape[-1] ** -0.5 if setup.get("scale") is None else setup["scale"]
+        scores = (q * scale) @ k.T  # R, S
+        keys_at = np.arange(n_keys)
+        if setup.get("slope") is not None:
+            scores = scores + setup["slope"] * keys_at
+        if setup.get("softcap") is not None:
+            scores = setup["softcap"] * np.tanh(scores / setup["softcap"])
+        at = (row_at + (n_keys - n_queries))[:, None]  # each query's position among the keys
+        visible = np.ones(scores.shape, dtype=bool)
+        if setup.get("causal"):
+            visible = keys_at[None, :] <= at
+        window = setup.get("window")
+        if window is not None:
+            near = (keys_at[None, :] > at - window) if setup.get("causal") else (np.abs(keys_at - at) <= window // 2)
+            visible &= near
+        visible |= ~visible.any(axis=-1, keepdims=True)  # a row that sees nothing: uniform, HF's rule
+        scores = np.where(visible, scores, -np.inf)
+        top = scores.max(axis=-1, keepdims=True)
+        sink = setup.get("sink")
+        if sink is not None:
+            top = np.maximum(top, sink)
+        shifted = np.exp(scores - top)
+        denominator = shifted.sum(axis=-1, keepdims=True) + (0.0 if sink is None else np.exp(sink - top))
+        probabilities = shifted / denominator
+        return probabilities[:, slice(None) if cols is None else cols].astype(np.float32)

@@ -33,6 +33,7 @@ from attnviz.analysis.profile import (
     HeadProfile,
     profile_head,
     profile_heads,
+    profile_reduced,
     punctuation_tokens,
     special_tokens,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "predictions",
     "profile_head",
     "profile_heads",
+    "profile_reduced",
     "punctuation_tokens",
     "rank_heads",
     "read_conllu",

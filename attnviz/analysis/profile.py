@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from attnviz.analysis.scoring import self_attentions
-from attnviz.trace import AttentionTrace, is_punctuation
+from attnviz.trace import AttentionTrace, ReducedTrace, punctuation_token_mask, special_token_mask
 
 POSITIONAL_SHARE = 0.9
 
@@ -54,27 +54,25 @@ class HeadProfile:
         return {f.name: getattr(self, f.name)[layer, head].item() for f in fields(self)}
 
 
-def special_tokens(trace: AttentionTrace) -> np.ndarray:
+def special_tokens(trace) -> np.ndarray:
     """[T] bool: `trace.special_mask`, or tokens outside both sentences when it is empty."""
-    if len(trace.special_mask) == len(trace.tokens) and trace.special_mask:
-        return np.asarray(trace.special_mask, dtype=bool)
-    return np.asarray([seq is None for seq in trace.sequence_ids], dtype=bool)
+    return special_token_mask(trace.special_mask, trace.sequence_ids)
 
 
-def punctuation_tokens(trace: AttentionTrace) -> np.ndarray:
+def punctuation_tokens(trace) -> np.ndarray:
     """[T] bool: non-special tokens whose label is all punctuation (whitespace ignored)."""
-    special = special_tokens(trace)
-    marks = []
-    for token, is_special in zip(trace.tokens, special):
-        label = "".join(token.split())
-        marks.append(bool(label) and not is_special and all(is_punctuation(c) for c in label))
-    return np.asarray(marks, dtype=bool)
+    return punctuation_token_mask(trace.tokens, special_tokens(trace))
 
 
 def _positional(attentions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n_layers, n_heads, n_rows, n_keys = attentions.shape
+    return _positional_from_argmax(attentions.argmax(axis=-1), attentions.shape[-1])
+
+
+def _positional_from_argmax(argmax: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The positional flag, offset and share from each row's argmax key [L, H, T]."""
+    n_layers, n_heads, n_rows = argmax.shape
     span = n_rows + n_keys - 1  # offsets -(T-1) .. S-1, offset k stored at k + T - 1
-    offsets = attentions.argmax(axis=-1) - np.arange(n_rows)  # [L, H, T]
+    offsets = argmax.astype(np.int64) - np.arange(n_rows)  # [L, H, T]
     bins = (offsets + n_rows - 1).reshape(n_layers * n_heads, n_rows)
     bins = bins + span * np.arange(n_layers * n_heads)[:, None]
     counts = np.bincount(bins.ravel(), minlength=n_layers * n_heads * span).reshape(n_layers, n_heads, span)
@@ -120,6 +118,18 @@ def _profile(attentions: np.ndarray, special: np.ndarray, punctuation: np.ndarra
 def profile_heads(trace: AttentionTrace) -> HeadProfile:
     """The profile of every head of a self-attention trace."""
     return _profile(self_attentions(trace), special_tokens(trace), punctuation_tokens(trace))
+
+
+def profile_reduced(trace: ReducedTrace) -> HeadProfile:
+    """The profile of every head of a reduced trace (a long text's), from the sums the forward pass kept:
+    the same numbers as `profile_heads` of the full trace, up to float32 rounding."""
+    flag, offset, share = _positional_from_argmax(trace.argmax, trace.keys.shape[2])
+    return HeadProfile(**{name: trace.statistics[name] for name in _STATISTICS}, positional=flag,
+                       positional_offset=offset, positional_share=share)
+
+
+_STATISTICS = ("entropy", "mean_distance", "special", "first", "punctuation", "previous", "next", "self",
+               "confidence", "sink_mass")
 
 
 def has_learned_sinks(trace: AttentionTrace) -> bool:

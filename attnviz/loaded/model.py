@@ -11,12 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.trace import AttentionTrace, align_tokens_to_words, split_words
+from attnviz.loaded.reduced import reduced_trace
+from attnviz.trace import AttentionTrace, ReducedTrace, align_tokens_to_words, split_words
 from attnviz.transformer.deberta import TERMS
 from attnviz.transformer.model import ForwardOutput, Transformer
 from attnviz.transformer.record import Recorder
+from attnviz.transformer.reduce import CHUNK_ROWS
 
 TOP_K = 5
+FULL_MAPS_LIMIT = 2 * 2**30
 
 
 def _byte_of_char() -> dict[str, int]:
@@ -92,8 +95,36 @@ class LoadedModel:
         return f"LoadedModel({i.name!r}, {i.n_layers} layers x {i.n_heads} heads, {i.device}, {i.dtype})"
 
     def run(self, text: str, text_pair: str | None = None) -> AttentionTrace:
-        """One forward pass of our model on `text` (and `text_pair`, encoders only)."""
+        """One forward pass of our model on `text` (and `text_pair`, encoders only): every head's full
+        float32 map. A text whose maps would pass `full_maps_limit` bytes (per text, in `run_batch` too)
+        raises ValueError: `run_reduced` gives its views in bounded memory."""
         return self.run_batch([text], None if text_pair is None else [text_pair])[0]
+
+    # The most bytes of float32 maps `run` builds (2 GiB: SmolLM2's 30 x 9 heads at 1,024 tokens take 1.1 GB,
+    # at 4,096 tokens 18 GB); an instance may set its own.
+    full_maps_limit = FULL_MAPS_LIMIT
+
+    def full_maps_bytes(self, n_tokens: int, n_texts: int = 1) -> int:
+        """Bytes of the float32 [L, H, T, T] maps of `n_texts` texts of `n_tokens` tokens."""
+        return 4 * n_texts * self.info.n_layers * self.info.n_heads * n_tokens * n_tokens
+
+    def run_reduced(self, text: str, text_pair: str | None = None, tile: int = 64, *,
+                    chunk_rows: int = CHUNK_ROWS, keep_dtype=torch.float16, progress=None) -> ReducedTrace:
+        """The views of a long text without its full maps (docs/architecture.md, "Long contexts"): pooled
+        mosaic tiles of at most `tile` cells a side (the token view, with special tokens hidden, the word
+        view), the head profile statistics, and the queries and keys in `keep_dtype` from which
+        `ReducedTrace.head_window` recomputes any head's map over a window. The forward pass runs `chunk_rows`
+        query rows at a time, so its transient is [H, chunk_rows, T], not [H, T, T]; `progress(layer,
+        n_layers)` is called as each layer finishes. Self-attention models only (not the translation models)."""
+        if text_pair is not None and self.config.causal:
+            raise ValueError("text_pair is for encoder models (BERT family); this model is a decoder")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the text is empty: type a sentence")
+        enc = self.encode(text, text_pair)
+        if len(enc.ids) == 0:
+            raise ValueError("the text produced no tokens")
+        fields = self._token_fields(enc, text, text_pair)
+        return reduced_trace(self.module, fields, self.info.device, tile, chunk_rows, keep_dtype, progress)
 
     def run_batch(self, texts: list[str], text_pairs: list[str] | None = None) -> list[AttentionTrace]:
         """Several texts in one padded forward pass; each trace is sliced back to its own tokens."""
@@ -106,6 +137,14 @@ class LoadedModel:
         encodings = [self.encode(t, p) for t, p in zip(texts, pairs)]
         if any(len(e.ids) == 0 for e in encodings):
             raise ValueError("the text produced no tokens")
+        # Per text: a batch's size is the caller's choice (score_model's batch_size), one text's length is not.
+        need = self.full_maps_bytes(max(len(e.ids) for e in encodings))
+        if need > self.full_maps_limit:
+            raise ValueError(
+                f"the full attention maps of {max(len(e.ids) for e in encodings)} tokens need {need / 1e9:.1f} GB "
+                f"(float32 [{self.info.n_layers} layers, {self.info.n_heads} heads, T, T] per text), more than "
+                f"run's limit of {self.full_maps_limit / 1e9:.1f} GB: use model.run_reduced(text), which gives the "
+                "pooled mosaic, the head profiles and any head's map over a window in bounded memory")
         # No unembedding here: it would cost ~15 GFLOP at 256 tokens for SmolLM2, and the app needs
         # predictions at one position at a time (`next_tokens`), from the hidden state kept in the trace.
         out = self.forward_encodings(encodings, with_logits=False)
@@ -218,6 +257,11 @@ class LoadedModel:
         return out.attentions.transpose(0, 1).float().cpu().numpy()  # L, B, H, T, T -> B, L, H, T, T
 
     def _trace(self, enc, text, pair, attentions, hidden) -> AttentionTrace:
+        return AttentionTrace(**self._token_fields(enc, text, pair), attentions=attentions.float().cpu().numpy(),
+                              kv_group=self.module.kv_group, hidden=hidden.float().cpu().numpy())
+
+    def _token_fields(self, enc, text, pair) -> dict:
+        """The trace's token and word fields (everything but the attention) of one encoding."""
         texts = (text,) if pair is None else (text, pair)
         sequence_ids = list(enc.sequence_ids)
         special = [bool(s) or q is None for s, q in zip(enc.special_tokens_mask, sequence_ids)]
@@ -233,13 +277,11 @@ class LoadedModel:
                 word_spans.append((start, end))
                 word_sequence.append(seq)
                 words.append(t[start:end])
-        return AttentionTrace(
+        return dict(
             tokens=tokens,
             offsets=offsets,
             sequence_ids=sequence_ids,
             input_ids=list(enc.ids),
-            attentions=attentions.float().cpu().numpy(),
-            kv_group=self.module.kv_group,
             words=words,
             word_of_token=align_tokens_to_words(offsets, sequence_ids, word_spans, word_sequence),
             truncated=bool(enc.overflowing),
@@ -249,5 +291,4 @@ class LoadedModel:
             special_mask=special,
             metadata={"model": self.info.name, "causal": self.config.causal,
                       "layer_kinds": [self.config.layer_kind(layer) for layer in range(self.config.n_layers)]},
-            hidden=hidden.float().cpu().numpy(),
         )

@@ -89,7 +89,12 @@ def mosaic(attentions: np.ndarray, max_cells: int = 64, head_order: list[int] | 
     a = np.asarray(attentions)
     if a.ndim != 4:
         raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
-    tiles = pool_tiles(a, max_cells)  # [L, H, t, s]
+    return mosaic_of_tiles(pool_tiles(a, max_cells), head_order, head_mean)
+
+
+def mosaic_of_tiles(tiles: np.ndarray, head_order: list[int] | None = None, head_mean: bool = True) -> np.ndarray:
+    """`mosaic` from tiles already pooled [L, H, t, s] (a reduced trace's `view_tiles`, a long text's)."""
+    tiles = np.asarray(tiles, dtype=np.float32)
     if head_order is not None:
         tiles = tiles[:, list(head_order)]
     _, _, t, s = tiles.shape

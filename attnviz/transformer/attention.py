@@ -42,9 +42,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
     logits that join each row's softmax denominator and are dropped after it (gpt-oss), so a row of
     probabilities then sums to less than 1. The softmax runs in float32 and is cast back, as HF's eager
     attention does. `record` (a `LayerRecord`, optional) keeps the scores if asked and gives the buffer
-    the probabilities are written into.
+    the probabilities are written into. A record whose `chunk_rows()` is a number (a `Reducer`'s) gets the
+    probabilities block by block instead (`_chunked_attention`), and the probabilities returned are None.
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    rows = None if record is None else record.chunk_rows()
+    if rows is not None:
+        return _chunked_attention(q, k, v, mask, scale, record, bias, softcap, sinks, rows), None
     b, h, t, d = q.shape
     groups = k.shape[1]
     # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
@@ -83,6 +87,62 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
         context = torch.matmul(probs.reshape(b, groups, -1, probs.shape[-1]), v)  # B, K, n_rep*T, D
         return context.view(b, h, t, d), probs  # B, H, T, D
     return torch.matmul(probs, v), probs  # B, H, T, D
+
+
+def _block(tensor, r0: int, r1: int, c0: int, c1: int):
+    """Rows r0:r1 and columns c0:c1 of a mask or bias broadcastable to [B, H, T, S] (a size-1 row axis stays)."""
+    if tensor is None:
+        return None
+    rows = tensor if tensor.shape[-2] == 1 else tensor[..., r0:r1, :]
+    return rows[..., c0:c1]
+
+
+def visible_columns(mask, r0: int, r1: int, s: int) -> tuple[int, int]:
+    """The columns [c0, c1) that rows r0:r1 of a keep-mask may see: a causal block sees no key after its last
+    row, a sliding window none before its first row's window. All S columns when a row of the block sees
+    nothing (HF's rule gives such a row a uniform softmax over every key)."""
+    if mask is None:
+        return 0, s
+    block = mask if mask.shape[-2] == 1 else mask[..., r0:r1, :]
+    block = block.reshape(-1, block.shape[-2], block.shape[-1])
+    if not bool(block.any(-1).all()):
+        return 0, s
+    seen = torch.nonzero(block.any(-2).any(0)).flatten()
+    return int(seen[0]), int(seen[-1]) + 1
+
+
+def _chunked_attention(q, k, v, mask, scale, record, bias, softcap, sinks, rows: int):
+    """The kernel one block of `rows` query rows at a time, over the keys the block may see only: the same
+    scores, softmax and context as the full path (up to rounding), but a transient [B, H, rows, S'] instead of
+    [B, H, T, S], and the causal upper triangle never computed. Each block's probabilities go to
+    `record.reduce(probabilities, r0, c0)` (attnviz.transformer.reduce) and are not kept. Returns the context."""
+    b, h, t, d = q.shape
+    groups, s = k.shape[1], k.shape[2]
+    n_rep = h // groups
+    context = q.new_empty(b, h, t, v.shape[-1])
+    for r0 in range(0, t, rows):
+        r1 = min(r0 + rows, t)
+        c0, c1 = visible_columns(mask, r0, r1, s)
+        grouped_q = (q[:, :, r0:r1] * scale).reshape(b, groups, n_rep * (r1 - r0), d)  # B, K, n_rep*R, D
+        scores = torch.matmul(grouped_q, k[:, :, c0:c1].transpose(-2, -1)).view(b, h, r1 - r0, c1 - c0)
+        if bias is not None:
+            scores = scores + _block(bias, r0, r1, c0, c1)
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
+        if mask is not None:
+            scores = scores + additive(_block(mask, r0, r1, c0, c1), scores.dtype)
+        if sinks is not None:
+            column = sinks.to(scores.dtype).reshape(1, h, 1, 1).expand(b, h, r1 - r0, 1)
+            combined = torch.cat((scores, column), dim=-1)
+            combined = combined - combined.amax(dim=-1, keepdim=True)
+            probs = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1].to(q.dtype)
+        else:
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, R, C
+        del scores
+        record.reduce(probs, r0, c0)
+        block = torch.matmul(probs.reshape(b, groups, -1, c1 - c0), v[:, :, c0:c1])  # B, K, n_rep*R, D
+        context[:, :, r0:r1] = block.view(b, h, r1 - r0, -1)
+    return context
 
 
 class MultiHeadAttention(nn.Module):

@@ -73,6 +73,10 @@ class LayerRecord:
         if self.wants(name):
             self.recorder.layers[self.layer][name] = tensor
 
+    def chunk_rows(self) -> int | None:
+        """None: the kernel computes the whole [B, H, T, S] map at once (a `Reducer` asks for blocks of rows)."""
+        return None
+
     def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
         """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
         like the scores `like`), for the softmax to write into; None when attentions are not wanted. A layer

@@ -1,0 +1,253 @@
+"""Views computed as the forward pass runs: a `Reducer` passed as `record=` keeps reductions of each layer's
+attention probabilities, never the probabilities themselves.
+
+A full trace holds [L, H, T, T] probabilities: 18 GB in float32 for SmolLM2 at 4,096 tokens. The views need
+far less. The Reducer asks the kernel for blocks of query rows (`chunk_rows`); the kernel computes scores and
+softmax one block at a time, over the keys that block may see (a causal block none after its last row), and
+hands each block to `reduce`, on the device where the layer runs. In one pass over the block it adds:
+
+- the pooled mosaic tiles of each `Pooling` (the token view; the token view with special tokens hidden and
+  rows renormalised; the word view), equal to attnviz.plots.pooling.pool_tiles of that view's full map;
+- the head profile sums of attnviz.analysis.profile (entropy, mean distance, special / first / punctuation
+  shares, previous / next / self, confidence, sink mass) and each row's argmax (for the positional offset);
+
+and it keeps each layer's queries and keys (float16 by default) so that one head's map over a window of
+rows can be recomputed exactly (attnviz.trace.ReducedTrace.head_window). What is held grows with T (queries,
+keys, argmax), apart from the tiles, whose size is fixed; the transient is one block, [B, H, rows, S].
+Shape legend: H query heads, T query positions, S key positions, R rows of a block, C its columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+CHUNK_ROWS = 256
+STATISTICS = ("entropy", "mean_distance", "special", "first", "punctuation", "previous", "next", "self",
+              "confidence", "sink_mass")
+
+
+def pool_edges(n: int, cells: int) -> np.ndarray:
+    """attnviz.plots.pooling.pool_edges (this layer imports no other): `min(n, cells)` near-equal blocks."""
+    m = min(n, cells)
+    return (np.arange(m + 1) * n) // m
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How one view pools token attention into tiles: row i, times `row_weight[i]`, adds into tile row
+    `row_cell[i]`, and its column j into tile column `col_cell[j]`; a cell of -1 leaves the token out.
+    `renormalise`: each row is first divided by its weight on the columns kept (0 when it has none), as the
+    token view with special tokens hidden does."""
+
+    row_cell: np.ndarray  # [T] int
+    row_weight: np.ndarray  # [T] float64
+    col_cell: np.ndarray  # [S] int
+    n_rows: int
+    n_cols: int
+    renormalise: bool = False
+
+
+def _cells(n: int, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of n items' cell, and each cell's size."""
+    edges = pool_edges(n, cells)
+    sizes = np.diff(edges)
+    return np.repeat(np.arange(len(sizes)), sizes), sizes
+
+
+def token_pooling(n: int, cells: int) -> Pooling:
+    """pool_tiles of the token view: the mean over a block's rows of the sum over its columns."""
+    cell, sizes = _cells(n, cells)
+    return Pooling(cell, 1.0 / sizes[cell], cell, len(sizes), len(sizes))
+
+
+def hidden_special_pooling(special: np.ndarray, cells: int) -> Pooling:
+    """pool_tiles of attention_view(hide_special=True): special rows and columns dropped, rows renormalised."""
+    keep = np.flatnonzero(~special)
+    cell, sizes = _cells(keep.size, cells)
+    row_cell = np.full(special.size, -1)
+    row_cell[keep] = cell
+    weight = np.zeros(special.size)
+    weight[keep] = 1.0 / sizes[cell]
+    return Pooling(row_cell, weight, row_cell, len(sizes), len(sizes), renormalise=True)
+
+
+def word_pooling(word_of_token, cells: int) -> Pooling:
+    """pool_tiles of attention_view(level="word"): the words that kept a token, each word's row the mean over
+    its tokens of the sum over the column word's tokens (analysis.scoring.word_attention_matrix)."""
+    kept = sorted({w for w in word_of_token if w is not None})
+    index = {w: k for k, w in enumerate(kept)}
+    word = np.asarray([-1 if w is None else index[w] for w in word_of_token])
+    counts = np.bincount(word[word >= 0], minlength=len(kept))
+    cell_of_word, sizes = _cells(len(kept), cells)
+    row_cell = np.where(word >= 0, cell_of_word[np.maximum(word, 0)], -1)
+    weight = np.where(word >= 0, 1.0 / (counts[np.maximum(word, 0)] * sizes[cell_of_word[np.maximum(word, 0)]]), 0)
+    return Pooling(row_cell, weight, row_cell, len(sizes), len(sizes))
+
+
+def view_poolings(n: int, cells: int, special: np.ndarray, word_of_token) -> dict[str, Pooling]:
+    """The poolings the Explore page's options need: "token", "token_hide_special" (when there are special
+    tokens and a real one), "word" (when a token has a word)."""
+    poolings = {"token": token_pooling(n, cells)}
+    if special.any() and not special.all():
+        poolings["token_hide_special"] = hidden_special_pooling(special, cells)
+    if any(w is not None for w in word_of_token):
+        poolings["word"] = word_pooling(word_of_token, cells)
+    return poolings
+
+
+class Reducer:
+    """A record (attnviz.transformer.record's interface) that reduces each layer's probabilities block by
+    block. One sequence (batch 1). `special`, `punctuation` [T] bool are the profile's token classes.
+
+    >>> reducer = Reducer(special, punctuation, view_poolings(T, 34, special, word_of_token))
+    >>> module(ids, record=reducer); result = reducer.result()
+    """
+
+    names = frozenset({"queries", "keys"})
+
+    def __init__(self, special, punctuation, poolings: dict[str, Pooling], chunk_rows: int = CHUNK_ROWS,
+                 keep_dtype: torch.dtype = torch.float16, progress=None) -> None:
+        self.special, self.punctuation = np.asarray(special, bool), np.asarray(punctuation, bool)
+        self.poolings, self.rows, self.keep_dtype = poolings, chunk_rows, keep_dtype
+        self.progress = progress  # called with (layer, n_layers) as each layer's last block is reduced
+        self.n_tokens = self.special.size
+        self._constants: dict[torch.device, dict] = {}
+        self.begin(0)
+
+    def begin(self, n_layers: int) -> None:
+        self.n_layers = n_layers
+        self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(n_layers)]
+        self.kept: list[dict[str, torch.Tensor]] = [{} for _ in range(n_layers)]
+
+    def at(self, layer: int) -> _LayerReducer:
+        return _LayerReducer(self, layer)
+
+    def _on(self, device: torch.device) -> dict:
+        """The per-token constants as tensors on `device`, made once per device (a split model's layers)."""
+        made = self._constants.get(device)
+        if made is None:
+            classes = np.stack([self.special, self.punctuation], axis=1).astype(np.float32)  # S, 2
+            made = {"classes": torch.from_numpy(classes).to(device), "poolings": {}}
+            for name, p in self.poolings.items():
+                cols = np.zeros((p.col_cell.size, p.n_cols), np.float32)  # S, cells: one-hot
+                kept = p.col_cell >= 0
+                cols[np.flatnonzero(kept), p.col_cell[kept]] = 1.0
+                made["poolings"][name] = {
+                    "cols": torch.from_numpy(cols).to(device),
+                    "kept": torch.from_numpy(kept.astype(np.float32)).to(device),
+                    "cell": torch.from_numpy(p.row_cell).to(device),
+                    "weight": torch.from_numpy(p.row_weight.astype(np.float32)).to(device),
+                    "renormalise": p.renormalise,
+                }
+            self._constants[device] = made
+        return made
+
+    def _accumulators(self, layer: int, n_heads: int, device) -> dict[str, torch.Tensor]:
+        acc = self.layers[layer]
+        if not acc:
+            for name in STATISTICS:
+                acc[name] = torch.zeros(n_heads, dtype=torch.float64, device=device)
+            acc["argmax"] = torch.zeros(n_heads, self.n_tokens, dtype=torch.int32, device=device)
+            for name, p in self.poolings.items():
+                acc["tiles:" + name] = torch.zeros(n_heads, p.n_rows, p.n_cols, dtype=torch.float32, device=device)
+        return acc
+
+    def reduce(self, layer: int, probs: torch.Tensor, r0: int, c0: int) -> None:
+        """Add one block, probabilities [1, H, R, C] of rows r0.. and columns c0.., to layer `layer`'s sums."""
+        if probs.shape[0] != 1:
+            raise ValueError(f"a Reducer takes one sequence, got a batch of {probs.shape[0]}")
+        p = probs[0].float()  # H, R, C
+        h, r, c = p.shape
+        const = self._on(p.device)
+        acc = self._accumulators(layer, h, p.device)
+        rows = torch.arange(r0, r0 + r, device=p.device)
+        cols = torch.arange(c0, c0 + c, device=p.device)
+
+        def add(name, per_row):  # per-row values [H, R], summed over rows in float64
+            acc[name] += per_row.double().sum(-1)
+
+        total = p.sum(-1)  # H, R
+        add("sink_mass", (1.0 - total.double()).clamp_min(0.0))
+        add("entropy", -torch.special.xlogy(p, p).sum(-1))
+        add("mean_distance", (p * (rows[:, None] - cols[None, :]).abs().float()).sum(-1))
+        shares = p @ const["classes"][c0 : c0 + c]  # H, R, 2
+        add("special", shares[..., 0])
+        add("punctuation", shares[..., 1])
+        if c0 == 0:
+            add("first", p[..., 0])
+        for name, offset in (("previous", -1), ("next", 1), ("self", 0)):
+            at = rows + offset
+            exists = (at >= 0) & (at < self.n_tokens)  # the rows that have this neighbour
+            seen = exists & (at >= c0) & (at < c0 + c)  # ... inside the block's columns (else its weight is 0)
+            if bool(seen.any()):
+                add(name, p[:, seen.nonzero().flatten(), (at[seen] - c0)])
+        top, where = p.max(-1)  # the first maximum, as numpy's argmax
+        add("confidence", top)
+        acc["argmax"][:, r0 : r0 + r] = (where + c0).int()
+        for name, pooling in const["poolings"].items():
+            self._pool(acc["tiles:" + name], pooling, p, r0, c0)
+        if r0 + r == self.n_tokens and self.progress is not None:
+            self.progress(layer, self.n_layers)
+
+    @staticmethod
+    def _pool(tiles, pooling, p, r0: int, c0: int) -> None:
+        """tiles[:, a, b] += sum over the block's rows i of cell a of weight_i * (sum over columns j of cell b of
+        p_ij): the rows first (a small one-hot matmul), then the columns of the few row cells left."""
+        h, r, c = p.shape
+        cell = pooling["cell"][r0 : r0 + r]
+        present = cell[cell >= 0]
+        if present.numel() == 0:
+            return
+        lo, hi = int(present.min()), int(present.max())
+        one_hot = (cell[None, :] == torch.arange(lo, hi + 1, device=p.device)[:, None]).float()  # cells, R
+        weights = one_hot * pooling["weight"][r0 : r0 + r][None, :]
+        if pooling["renormalise"]:
+            kept = p @ pooling["kept"][c0 : c0 + c]  # H, R: each row's weight on the kept columns
+            factor = torch.where(kept > 0, 1.0 / kept, torch.zeros((), device=p.device))
+            weights = weights[None] * factor[:, None, :]  # H, cells, R
+        tiles[:, lo : hi + 1] += (weights @ p) @ pooling["cols"][c0 : c0 + c]
+
+    def result(self) -> dict:
+        """numpy on the CPU: "statistics" {name: [L, H] float64} (means over rows, as analysis.profile),
+        "argmax" [L, H, T] int32, "tiles" {pooling: [L, H, rows, cols] float32}, "queries" [L, H, T, D] and
+        "keys" [L, K, S, D] in `keep_dtype`."""
+        n = self.n_tokens
+        divide = {name: n for name in STATISTICS} | {"previous": n - 1, "next": n - 1}
+        stats = {}
+        for name in STATISTICS:
+            sums = np.stack([layer[name].cpu().numpy() for layer in self.layers])
+            stats[name] = sums / divide[name] if divide[name] else np.full(sums.shape, np.nan)
+        return {
+            "statistics": stats,
+            "argmax": np.stack([layer["argmax"].cpu().numpy() for layer in self.layers]),
+            "tiles": {name: np.stack([layer["tiles:" + name].cpu().numpy() for layer in self.layers])
+                      for name in self.poolings},
+            "queries": torch.stack([k["queries"].cpu() for k in self.kept]).numpy(),
+            "keys": torch.stack([k["keys"].cpu() for k in self.kept]).numpy(),
+        }
+
+
+class _LayerReducer:
+    """What one layer's attention reports to (LayerRecord's interface, plus `reduce`)."""
+
+    def __init__(self, reducer: Reducer, layer: int) -> None:
+        self.reducer, self.layer = reducer, layer
+
+    def wants(self, name: str) -> bool:
+        return name in Reducer.names
+
+    def keep(self, name: str, tensor: torch.Tensor) -> None:
+        if self.wants(name):  # batch 1: [H or K, T, D], rounded to keep_dtype
+            self.reducer.kept[self.layer][name] = tensor[0].to(self.reducer.keep_dtype)
+
+    def chunk_rows(self) -> int:
+        return self.reducer.rows
+
+    def probabilities_buffer(self, like):
+        return None
+
+    def reduce(self, probs: torch.Tensor, r0: int, c0: int) -> None:
+        self.reducer.reduce(self.layer, probs, r0, c0)

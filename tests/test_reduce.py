@@ -1,0 +1,184 @@
+"""Views computed as the forward pass runs (attnviz.transformer.reduce) equal the views of the full trace.
+
+Tiny random models of several families (GQA, a sliding window, soft-capping, learned sinks, ALiBi, an
+encoder, an encoder with local-band layers) run once with the ordinary recorder and once with a Reducer
+that gets the probabilities in blocks of 8 rows; the pooled tiles of the token, hidden-special and word
+views, the head profile and each head's recomputed window must match the full trace's within 1e-6
+(float32 rounding: 1e-6 plus 1e-6 relative, as the mean distance is in tokens). SmolLM2 (about 300
+tokens) and MiniLM do the same through LoadedModel.run_reduced."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import torch
+
+import attnviz
+from attnviz.analysis import profile_heads, profile_reduced
+from attnviz.analysis.views import attention_view
+from attnviz.loaded.reduced import reduced_trace
+from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_edges, pool_tiles
+from attnviz.trace import AttentionTrace
+from attnviz.transformer import reduce
+from attnviz.transformer.attention import visible_columns
+from attnviz.transformer.masks import causal_mask
+from tests.test_device_map import block_bytes
+from tests.test_device_map import tiny_llama as tiny_llama_folder
+from tests.test_every_family import tiny
+
+T, TILE, ROWS = 40, 6, 8
+FAMILIES = ["llama", "mistral", "gemma2", "gpt_oss", "bloom", "bert", "modernbert"]
+TOLERANCE = dict(atol=1e-6, rtol=1e-6)
+
+
+def token_fields(n: int, encoder: bool) -> dict:
+    """Made-up tokens: specials at the start (and the end for an encoder), punctuation every 7th token, and
+    words of one or two tokens, so every view and statistic has something to count."""
+    special = [i == 0 or (encoder and i == n - 1) for i in range(n)]
+    tokens = ["<s>" if s else ("," if i % 7 == 3 else f"w{i}") for i, s in enumerate(special)]
+    word_of_token, word = [], -1
+    for i, s in enumerate(special):
+        if not s and (i % 3 != 2 or word < 0):
+            word += 1  # every third token continues the word before it
+        word_of_token.append(None if s else word)
+    return dict(tokens=tokens, offsets=[(0, 0) if s else (i, i + 1) for i, s in enumerate(special)],
+                sequence_ids=[None if s else 0 for s in special], input_ids=[],
+                words=[f"w{k}" for k in range(word + 1)],
+                word_of_token=word_of_token, truncated=False, special_mask=special,
+                metadata={"causal": not encoder})
+
+
+def both(module, n: int = T, keep_dtype=torch.float32):
+    ids = torch.randint(3, 99, (1, n), generator=torch.Generator().manual_seed(2))
+    info = token_fields(n, not module.config.causal) | {"input_ids": ids[0].tolist()}
+    with torch.no_grad():
+        full = module(ids, torch.ones_like(ids), torch.zeros_like(ids), with_logits=False)
+    trace = AttentionTrace(**info, attentions=full.attentions[:, 0].float().numpy(), kv_group=module.kv_group)
+    return trace, reduced_trace(module, info, tile=TILE, chunk_rows=ROWS, keep_dtype=keep_dtype)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    return request.param, *both(tiny(request.param))
+
+
+def test_pooled_tiles_equal_the_full_views(family):
+    _, full, reduced = family
+    for level, hide in (("token", False), ("token", True), ("word", False)):
+        expected = pool_tiles(attention_view(full, level, hide).attentions, TILE)
+        np.testing.assert_allclose(reduced.view_tiles(level, hide), expected, **TOLERANCE, err_msg=f"{level} {hide}")
+    np.testing.assert_allclose(mosaic_of_tiles(reduced.view_tiles()), mosaic(full.attentions, TILE), **TOLERANCE)
+
+
+def test_head_profile_equals_the_full_profile(family):
+    _, full, reduced = family
+    expected, got = profile_heads(full), profile_reduced(reduced)
+    for f in fields(expected):
+        np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
+
+
+def test_head_window_equals_the_full_maps_slice(family):
+    _, full, reduced = family
+    for layer in range(reduced.n_layers):
+        for head in range(reduced.n_heads):
+            got = reduced.head_window(layer, head, slice(5, 23), slice(2, 30))
+            np.testing.assert_allclose(got, full.attentions[layer, head, 5:23, 2:30], atol=1e-6)
+    np.testing.assert_allclose(reduced.head_window(1, 2, range(T)), full.attentions[1, 2], atol=1e-6)
+
+
+def test_deberta_is_refused_until_head_windows_know_its_position_terms():
+    module = tiny("deberta-v2")
+    with pytest.raises(ValueError, match="DeBERTa"):
+        reduced_trace(module, token_fields(T, True) | {"input_ids": list(range(3, 3 + T))})
+
+
+def test_float16_queries_and_keys_give_the_map_to_display_precision():
+    full, reduced = both(tiny("llama"), keep_dtype=torch.float16)
+    assert reduced.queries.dtype == np.float16
+    np.testing.assert_allclose(reduced.head_window(2, 3, slice(0, T)), full.attentions[2, 3], atol=2e-3)
+
+
+def test_the_ordinary_path_is_untouched_and_blocks_skip_hidden_keys():
+    mask = causal_mask(20, window=4)
+    assert visible_columns(mask, 8, 16, 20) == (5, 16)  # the window's first key .. the block's last row
+    assert visible_columns(causal_mask(20), 0, 8, 20) == (0, 8)
+    assert visible_columns(None, 0, 8, 20) == (0, 20)
+    assert np.array_equal(reduce.pool_edges(37, 6), pool_edges(37, 6))
+
+
+def test_reducer_keeps_no_map_and_takes_one_sequence():
+    module = tiny("llama")
+    special = np.zeros(T, bool)
+    reducer = reduce.Reducer(special, special, reduce.view_poolings(T, TILE, special, [0] * T), chunk_rows=ROWS)
+    seen = []
+    reducer.progress = lambda layer, n: seen.append((layer, n))
+    with torch.no_grad():
+        out = module(torch.randint(3, 99, (1, T)), record=reducer)
+    assert out.attentions is None and seen == [(0, 3), (1, 3), (2, 3)]
+    with pytest.raises(ValueError, match="one sequence"), torch.no_grad():
+        module(torch.randint(3, 99, (2, T)), record=reducer)
+
+
+def test_smollm_at_300_tokens(smollm):
+    text = " ".join(f"The {w} of the cabinet, said the clerk, is on table {k}." for k, w in
+                    enumerate(["key", "lock", "door", "book", "cup", "pen"] * 3))
+    full = smollm.run(text)
+    assert 250 <= len(full.tokens) <= 400
+    reduced = smollm.run_reduced(text, tile=34, keep_dtype=torch.float32)
+    for level, hide in (("token", False), ("word", False)):
+        expected = pool_tiles(attention_view(full, level, hide).attentions, 34)
+        np.testing.assert_allclose(reduced.view_tiles(level, hide), expected, **TOLERANCE)
+    expected, got = profile_heads(full), profile_reduced(reduced)
+    for f in fields(expected):
+        np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
+    for layer, head in ((0, 0), (12, 4), (29, 8)):
+        np.testing.assert_allclose(reduced.head_window(layer, head, slice(100, 200), slice(0, 250)),
+                                   full.attentions[layer, head, 100:200, :250], atol=1e-6)
+
+
+def test_minilm_with_its_special_tokens(minilm):
+    """A real encoder: [CLS] and [SEP] (the hidden-special view), word pieces (the word view), no causal mask."""
+    text = "The author that the critics praise writes beautiful, unbelievably intricate books. " * 6
+    full = minilm.run(text)
+    reduced = minilm.run_reduced(text, tile=20, chunk_rows=32, keep_dtype=torch.float32)
+    assert "token_hide_special" in reduced.tiles
+    for level, hide in (("token", False), ("token", True), ("word", False)):
+        expected = pool_tiles(attention_view(full, level, hide).attentions, 20)
+        np.testing.assert_allclose(reduced.view_tiles(level, hide), expected, **TOLERANCE, err_msg=f"{level} {hide}")
+    expected, got = profile_heads(full), profile_reduced(reduced)
+    for f in fields(expected):
+        np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
+    np.testing.assert_allclose(reduced.head_window(5, 11, slice(10, 70)), full.attentions[5, 11, 10:70], atol=1e-6)
+
+
+def test_run_says_when_the_full_maps_do_not_fit(smollm, monkeypatch):
+    monkeypatch.setattr(smollm, "full_maps_limit", 100_000)  # 30 x 9 float32 heads: 9 tokens fit, not 10
+    text = "The keys to the cabinet are on the table, said the clerk to the man who had lost them all again."
+    n = len(smollm.encode(text).ids)
+    with pytest.raises(ValueError, match=r"run_reduced") as error:
+        smollm.run(text)
+    assert f"{smollm.full_maps_bytes(n) / 1e9:.1f} GB" in str(error.value)
+    reduced = smollm.run_reduced(text, tile=8)
+    assert reduced.view_tiles().shape == (30, 9, 8, 8) and reduced.queries.dtype == np.float16
+    assert smollm.run("The keys.").attentions.shape[-1] <= 4  # a short text still gets its full maps
+
+
+tiny_llama = tiny_llama_folder  # test_device_map's fixture: a 4-layer random Llama saved with its tokenizer
+
+
+def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_path):  # noqa: F811
+    """Each layer reduces on the device where it runs; here a block offloaded to disk runs on the CPU."""
+    whole = attnviz.load(str(tiny_llama))
+    split = attnviz.load(str(tiny_llama), device_map="auto", offload_folder=tmp_path,
+                         max_memory={"cpu": 4 * block_bytes(whole), "disk": "10MB"})
+    assert "disk" in split.module.hf_device_map.values()
+    text = "The keys to the cabinet are on the table, and the cat sat on the mat."
+    a, b = (m.run_reduced(text, tile=6, chunk_rows=4, keep_dtype=torch.float32) for m in (split, whole))
+    for name in b.tiles:
+        np.testing.assert_allclose(a.tiles[name], b.tiles[name], atol=1e-6)
+    for name in b.statistics:
+        np.testing.assert_allclose(a.statistics[name], b.statistics[name], atol=1e-6)
+    np.testing.assert_allclose(a.queries, b.queries, atol=1e-6)
+    assert np.array_equal(a.argmax, b.argmax)
