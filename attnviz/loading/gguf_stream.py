@@ -17,6 +17,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -51,17 +52,18 @@ def read_table(path) -> TensorTable:
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     wanted = {"general.architecture": None, "general.alignment": 32}
+    name_only = Path(path).name  # errors name the file, never the server's folders
     with open(path, "rb") as file:
         def number(fmt: str):
             raw = file.read(struct.calcsize(fmt))
             if len(raw) != struct.calcsize(fmt):
-                raise ValueError(f"{path}: truncated GGUF header")
+                raise ValueError(f"{name_only}: truncated GGUF header")
             return struct.unpack(fmt, raw)[0]
 
         def count() -> int:
             value = number("<Q")
             if value > _COUNT_LIMIT:
-                raise ValueError(f"{path}: implausible GGUF header")
+                raise ValueError(f"{name_only}: implausible GGUF header")
             return value
 
         def string() -> str:
@@ -80,10 +82,10 @@ def read_table(path) -> TensorTable:
             elif kind in _FIXED:
                 file.seek(_FIXED[kind], 1)
             else:
-                raise ValueError(f"{path}: unknown GGUF value type {kind}")
+                raise ValueError(f"{name_only}: unknown GGUF value type {kind}")
 
         if file.read(4) != b"GGUF" or number("<I") not in (2, 3):
-            raise ValueError(f"{path} is not a GGUF file of version 2 or 3")
+            raise ValueError(f"{name_only} is not a GGUF file of version 2 or 3")
         n_tensors, n_metadata = count(), count()
         for _ in range(n_metadata):
             key, kind = string(), number("<I")
@@ -97,19 +99,19 @@ def read_table(path) -> TensorTable:
         for _ in range(n_tensors):
             name, n_dims = string(), number("<I")
             if n_dims > 8:
-                raise ValueError(f"{path}: implausible GGUF tensor rank {n_dims}")
+                raise ValueError(f"{name_only}: implausible GGUF tensor rank {n_dims}")
             dims = tuple(number("<Q") for _ in range(n_dims))
             infos.append((name, dims, number("<I"), number("<Q")))
         alignment = wanted["general.alignment"]
         if alignment <= 0 or alignment & (alignment - 1):
-            raise ValueError(f"{path}: invalid GGUF alignment {alignment}")
+            raise ValueError(f"{name_only}: invalid GGUF alignment {alignment}")
         start = -(-file.tell() // alignment) * alignment
     if wanted["general.architecture"] is None:
-        raise ValueError(f"{path}: no general.architecture in the GGUF metadata")
+        raise ValueError(f"{name_only}: no general.architecture in the GGUF metadata")
     tensors, names = [], set()
     for name, dims, kind, offset in infos:
         if name in names:
-            raise ValueError(f"{path}: duplicated tensor {name}")
+            raise ValueError(f"{name_only}: duplicated tensor {name}")
         names.add(name)
         qtype = GGMLQuantizationType(kind)
         block_size, type_size = GGML_QUANT_SIZES[qtype]

@@ -13,6 +13,7 @@ import json
 import struct
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attnviz.loading.registry import converter_for
@@ -139,60 +140,9 @@ def _safetensors_bytes(path: Path) -> tuple[int, set[str]]:
             raise ValueError(f"{path.name}: malformed safetensors header") from error
 
 
-# GGUF metadata value types (ggml's gguf.h): fixed sizes in bytes; 8 is a string, 9 an array.
-_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-_GGUF_COUNT_LIMIT = 10_000_000  # tensors, metadata entries or array items: far beyond any real model
-
-
 def _gguf_elements(path: Path) -> int:
-    """Elements of every tensor in a GGUF file, read from its header (version 2 or 3, little-endian).
+    """Elements of every tensor in a GGUF file, from its tensor table (`gguf_stream.read_table`, which skips
+    the metadata with seeks: gguf's own GGUFReader takes seconds to build a tokenizer vocabulary)."""
+    from attnviz.loading.gguf_stream import read_table
 
-    The metadata (tokenizer vocabularies: tens of thousands of strings) is skipped with seeks, not
-    parsed: gguf's own GGUFReader takes seconds to build it all for a 135M model."""
-    with open(path, "rb") as file:
-        def number(fmt: str) -> int:
-            raw = file.read(struct.calcsize(fmt))
-            if len(raw) != struct.calcsize(fmt):
-                raise ValueError(f"{path.name}: truncated GGUF header")
-            return struct.unpack(fmt, raw)[0]
-
-        def count() -> int:
-            value = number("<Q")
-            if value > _GGUF_COUNT_LIMIT:
-                raise ValueError(f"{path.name}: implausible GGUF header")
-            return value
-
-        def skip_value(kind: int) -> None:
-            if kind == _GGUF_STRING:
-                file.seek(number("<Q"), 1)
-            elif kind == _GGUF_ARRAY:
-                item_kind, n = number("<I"), count()
-                if item_kind in _GGUF_SIZES:
-                    file.seek(_GGUF_SIZES[item_kind] * n, 1)
-                else:
-                    for _ in range(n):
-                        skip_value(item_kind)
-            elif kind in _GGUF_SIZES:
-                file.seek(_GGUF_SIZES[kind], 1)
-            else:
-                raise ValueError(f"{path.name}: unknown GGUF value type {kind}")
-
-        if file.read(4) != b"GGUF" or number("<I") not in (2, 3):
-            raise ValueError(f"{path.name} is not a GGUF file of version 2 or 3")
-        n_tensors, n_metadata = count(), count()
-        for _ in range(n_metadata):
-            skip_value(_GGUF_STRING)  # the key
-            skip_value(number("<I"))
-        total = 0
-        for _ in range(n_tensors):
-            skip_value(_GGUF_STRING)  # the name
-            n_dims = number("<I")
-            if n_dims > 8:
-                raise ValueError(f"{path.name}: implausible GGUF tensor rank {n_dims}")
-            elements = 1
-            for _ in range(n_dims):
-                elements *= number("<Q")
-            total += elements
-            file.seek(4 + 8, 1)  # type, offset
-        return total
+    return sum(int(np.prod(entry.dims, dtype=np.int64)) for entry in read_table(path).tensors)
