@@ -16,8 +16,8 @@ def tiny_bert():
 
 
 def test_unsupported_architecture_lists_supported():
-    config = tf.T5Config(d_model=16, num_layers=1, num_heads=2, d_ff=20, vocab_size=50).to_dict()
-    with pytest.raises(ValueError, match="unsupported architecture 't5'.*bert.*gpt2.*llama"):
+    config = tf.FalconConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, vocab_size=50).to_dict()
+    with pytest.raises(ValueError, match="unsupported architecture 'falcon'.*bert.*gpt2.*llama"):
         build_module(config, {})
 
 
