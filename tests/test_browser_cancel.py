@@ -71,7 +71,7 @@ def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
         page, bar = start_scan(browser, server.url)
         page.screenshot(path=str(ROOT / "artifacts" / "cancel.png"), full_page=True)
         busy = idle_cpu(server.pid, 2.0)
-        assert busy > 1.2, busy  # the scan keeps a core busy: what "idle" is measured against
+        assert busy > 0.8, busy  # the scan keeps a core busy (1.0 seen with a second suite on the 2 cores)
         page.get_by_role("button", name="Cancel").click()
         expect(page.get_by_text("Cancelled: nothing was kept.")).to_be_visible(timeout=20_000)
         windows = goes_idle(server.pid, within=12)
