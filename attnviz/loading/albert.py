@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from attnviz.loading.activations import activation
+from attnviz.loading.bert import bert_layout
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
@@ -22,29 +22,15 @@ def albert_config(hf: dict) -> ModelConfig:
     for option in ("num_hidden_groups", "inner_group_num"):
         if hf.get(option, 1) != 1:
             raise ValueError(f"ALBERT with {option}={hf[option]} is not supported (only 1)")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"ALBERT position_embedding_type {hf['position_embedding_type']!r} is not supported")
-    width = hf.get("embedding_size") or hf["hidden_size"]
-    act = activation(hf.get("hidden_act", "gelu_new"))
+    layout = bert_layout(hf, "ALBERT ", default_act="gelu_new")
     has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
     return ModelConfig(
         family="albert",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=hf["num_attention_heads"],
-        d_ff=hf["intermediate_size"],
-        norm_eps=hf.get("layer_norm_eps", 1e-12),
-        activation=act,
-        max_positions=hf["max_position_embeddings"],
-        type_vocab_size=hf.get("type_vocab_size", 2),
-        pad_token_id=hf.get("pad_token_id"),
-        embedding_norm=True,
+        **layout,
         # ALBERT always maps embeddings in, even when embedding_size == hidden_size.
-        embedding_size=width,
+        embedding_size=hf.get("embedding_size") or hf["hidden_size"],
         shared_layers=True,
-        mlm_head=act if has_head else None,
-        tie_word_embeddings=hf.get("tie_word_embeddings", True),
+        mlm_head=layout["activation"] if has_head else None,
     )
 
 

@@ -9,28 +9,30 @@ from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
 
+def bert_layout(hf: dict, name: str, default_act: str = "gelu") -> dict:
+    """The ModelConfig settings every BERT-layout encoder (BERT, RoBERTa, ELECTRA, ALBERT) reads the same way
+    from its HF config; `name` words the refusal of relative position embeddings."""
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{name}position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    return dict(
+        vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"], d_ff=hf["intermediate_size"], norm_eps=hf.get("layer_norm_eps", 1e-12),
+        activation=activation(hf.get("hidden_act", default_act)), max_positions=hf["max_position_embeddings"],
+        type_vocab_size=hf.get("type_vocab_size", 2), pad_token_id=hf.get("pad_token_id"), embedding_norm=True,
+        tie_word_embeddings=hf.get("tie_word_embeddings", True),
+    )
+
+
 def bert_config(hf: dict) -> ModelConfig:
     roberta = hf["model_type"] in ("roberta", "xlm-roberta")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    layout = bert_layout(hf, "")
     return ModelConfig(
         family="roberta" if roberta else "bert",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=hf["num_attention_heads"],
-        d_ff=hf["intermediate_size"],
-        norm_eps=hf.get("layer_norm_eps", 1e-12),
-        activation=activation(hf.get("hidden_act", "gelu")),
-        max_positions=hf["max_position_embeddings"],
-        type_vocab_size=hf.get("type_vocab_size", 2),
+        **layout,
         # HF's create_position_ids_from_input_ids: positions start at padding_idx + 1.
         position_offset=hf["pad_token_id"] + 1 if roberta else 0,
-        pad_token_id=hf.get("pad_token_id"),
-        embedding_norm=True,
         # RoBERTa's lm_head applies gelu whatever hidden_act says; BERT's transform uses hidden_act.
-        mlm_head=(("gelu" if roberta else activation(hf.get("hidden_act", "gelu"))) if has_mlm_head(hf) else None),
-        tie_word_embeddings=hf.get("tie_word_embeddings", True),
+        mlm_head=(("gelu" if roberta else layout["activation"]) if has_mlm_head(hf) else None),
     )
 
 

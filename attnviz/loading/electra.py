@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 
-from attnviz.loading.activations import activation
-from attnviz.loading.bert import _modern_norm_name, move_bert_layers
+from attnviz.loading.bert import _modern_norm_name, bert_layout, move_bert_layers
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
@@ -20,26 +19,14 @@ MLM_ARCHITECTURES = ("ElectraForMaskedLM",)
 
 
 def electra_config(hf: dict) -> ModelConfig:
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"ELECTRA position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    layout = bert_layout(hf, "ELECTRA ")
     width = hf.get("embedding_size") or hf["hidden_size"]
     has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
     return ModelConfig(
         family="electra",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=hf["num_attention_heads"],
-        d_ff=hf["intermediate_size"],
-        norm_eps=hf.get("layer_norm_eps", 1e-12),
-        activation=activation(hf.get("hidden_act", "gelu")),
-        max_positions=hf["max_position_embeddings"],
-        type_vocab_size=hf.get("type_vocab_size", 2),
-        pad_token_id=hf.get("pad_token_id"),
-        embedding_norm=True,
+        **layout,
         embedding_size=width if width != hf["hidden_size"] else None,
         mlm_head="gelu" if has_head else None,
-        tie_word_embeddings=hf.get("tie_word_embeddings", True),
     )
 
 
