@@ -300,20 +300,24 @@ class ReducedTrace:
         arrays = [self.argmax, self.queries, self.keys, *self.tiles.values(), *self.statistics.values()]
         return sum(a.nbytes for a in arrays) + (self.hidden.nbytes if self.hidden is not None else 0)
 
-    def view_tiles(self, level: str = "token", hide_special: bool = False) -> np.ndarray:
+    def view_tiles(self, level: str = "token", hide_special: bool = False, first_aside: bool = False) -> np.ndarray:
         """The pooled tiles of attention_view(level, hide_special) (hide_special: token level only; a text
-        without special tokens has the token view's)."""
-        if level == "word":
-            if "word" not in self.tiles:
-                raise ValueError("no token of this text belongs to a word")
-            return self.tiles["word"]
-        if level != "token":
+        without special tokens has the token view's); with `first_aside`, of the view with the first token
+        set aside (analysis.sink.trace_first_aside; a decoder's trace only)."""
+        if level not in ("token", "word"):
             raise ValueError(f"level must be 'token' or 'word', got {level!r}")
-        if hide_special and "token_hide_special" in self.tiles:
-            return self.tiles["token_hide_special"]
+        aside = "_first_aside" if first_aside else ""
+        if first_aside and "token_first_aside" not in self.tiles:
+            raise ValueError("this trace has no views with the first token set aside (a decoder's, of 2+ tokens)")
+        if level == "word":
+            if "word" + aside not in self.tiles:
+                raise ValueError("no token of this text belongs to a word")
+            return self.tiles["word" + aside]
+        if hide_special and "token_hide_special" + aside in self.tiles:
+            return self.tiles["token_hide_special" + aside]
         if hide_special and special_token_mask(self.special_mask, self.sequence_ids).all():
             raise ValueError("the input has only special tokens")
-        return self.tiles["token"]
+        return self.tiles["token" + aside]
 
     def head_window(self, layer: int, head: int, rows: slice | range, cols: slice | range | None = None) -> np.ndarray:
         """float32 [R, C]: head `head` of layer `layer`'s attention probabilities for query rows `rows` and

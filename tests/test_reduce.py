@@ -17,6 +17,7 @@ import torch
 
 import attnviz
 from attnviz.analysis import profile_heads, profile_reduced
+from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
 from attnviz.loaded.reduced import reduced_trace
 from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_edges, pool_tiles
@@ -24,6 +25,7 @@ from attnviz.trace import AttentionTrace
 from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
+from attnviz.workbench.traces import aside_view
 from tests.test_device_map import block_bytes
 from tests.test_device_map import tiny_llama as tiny_llama_folder
 from tests.test_every_family import tiny
@@ -72,6 +74,19 @@ def test_pooled_tiles_equal_the_full_views(family):
     np.testing.assert_allclose(mosaic_of_tiles(reduced.view_tiles()), mosaic(full.attentions, TILE), **TOLERANCE)
 
 
+def test_first_token_aside_tiles_equal_the_full_views(family):
+    """A decoder's views with the first token set aside (the page's toggle) are reductions of the same pass."""
+    name, full, reduced = family
+    if not full.metadata["causal"]:
+        with pytest.raises(ValueError, match="first token set aside"):
+            reduced.view_tiles("token", False, first_aside=True)
+        return
+    for level, hide in (("token", False), ("token", True), ("word", False)):
+        expected = pool_tiles(aside_view(full, level, hide, True).attentions, TILE)
+        np.testing.assert_allclose(reduced.view_tiles(level, hide, first_aside=True), expected, **TOLERANCE,
+                                   err_msg=f"{name} {level} {hide}")
+
+
 def test_head_profile_equals_the_full_profile(family):
     _, full, reduced = family
     expected, got = profile_heads(full), profile_reduced(reduced)
@@ -86,6 +101,24 @@ def test_head_window_equals_the_full_maps_slice(family):
             got = reduced.head_window(layer, head, slice(5, 23), slice(2, 30))
             np.testing.assert_allclose(got, full.attentions[layer, head, 5:23, 2:30], atol=1e-6)
     np.testing.assert_allclose(reduced.head_window(1, 2, range(T)), full.attentions[1, 2], atol=1e-6)
+
+
+def test_head_window_views_equal_the_full_views_slices(family):
+    """The head detail of a long text: one head's window of every view (hidden specials, words, the first token
+    set aside), recomputed from queries and keys, equals that slice of the full trace's view."""
+    name, full, reduced = family
+    options = [("token", False, False), ("token", True, False), ("word", False, False)]
+    if full.metadata["causal"]:
+        options += [("token", False, True), ("token", True, True), ("word", False, True)]
+    for level, hide, aside in options:
+        expected = aside_view(full, level, hide, aside)
+        positions = view_positions(reduced, level, hide, aside)
+        assert positions.labels == expected.labels, (name, level, hide, aside)
+        for window in (slice(0, 9), slice(4, 17), slice(len(positions.labels) - 5, len(positions.labels))):
+            for layer, head in ((0, 0), (reduced.n_layers - 1, reduced.n_heads - 1)):
+                got = head_window_view(reduced, layer, head, positions, window)
+                np.testing.assert_allclose(got, expected.attentions[layer, head][window, window], atol=1e-6,
+                                           err_msg=f"{name} {level} {hide} {aside} {window}")
 
 
 def test_deberta_is_refused_until_head_windows_know_its_position_terms():

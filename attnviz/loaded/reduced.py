@@ -25,7 +25,8 @@ def reduced_trace(module: Transformer, fields: dict, device="cpu", tile: int = 6
     special = special_token_mask(fields.get("special_mask", []), fields["sequence_ids"])
     punctuation = punctuation_token_mask(fields["tokens"], special)
     n = len(fields["input_ids"])
-    reducer = Reducer(special, punctuation, view_poolings(n, tile, special, fields["word_of_token"]),
+    reducer = Reducer(special, punctuation, view_poolings(n, tile, special, fields["word_of_token"],
+                                                    first_aside=module.config.causal),
                       chunk_rows=chunk_rows, keep_dtype=keep_dtype, progress=progress)
     ids = torch.tensor([fields["input_ids"]], dtype=torch.long, device=device)
     ones, types = torch.ones_like(ids), torch.zeros_like(ids)  # as LoadedModel.forward_encodings, unpadded

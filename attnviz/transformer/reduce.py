@@ -19,6 +19,7 @@ Shape legend: H query heads, T query positions, S key positions, R rows of a blo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,8 @@ class Pooling:
     """How one view pools token attention into tiles: row i, times `row_weight[i]`, adds into tile row
     `row_cell[i]`, and its column j into tile column `col_cell[j]`; a cell of -1 leaves the token out.
     `renormalise`: each row is first divided by its weight on the columns kept (0 when it has none), as the
-    token view with special tokens hidden does."""
+    token view with special tokens hidden does; or on `norm_cols` when given (the word view with the first
+    token set aside renormalises over every column but the first, words or not)."""
 
     row_cell: np.ndarray  # [T] int
     row_weight: np.ndarray  # [T] float64
@@ -48,6 +50,7 @@ class Pooling:
     n_rows: int
     n_cols: int
     renormalise: bool = False
+    norm_cols: np.ndarray | None = None  # [S] bool: the columns a row is renormalised over (default: those kept)
 
 
 def _cells(n: int, cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,14 +90,36 @@ def word_pooling(word_of_token, cells: int) -> Pooling:
     return Pooling(row_cell, weight, row_cell, len(sizes), len(sizes))
 
 
-def view_poolings(n: int, cells: int, special: np.ndarray, word_of_token) -> dict[str, Pooling]:
+def first_aside_word_pooling(word_of_token, cells: int) -> Pooling:
+    """pool_tiles of the word view with the first token set aside (analysis.sink.trace_first_aside): rows
+    renormalised over every column but the first, and the first token in no word."""
+    pooling = word_pooling([None, *word_of_token[1:]], cells)
+    norm_cols = np.ones(len(word_of_token), dtype=bool)
+    norm_cols[0] = False
+    return dataclasses.replace(pooling, renormalise=True, norm_cols=norm_cols)
+
+
+def view_poolings(n: int, cells: int, special: np.ndarray, word_of_token, first_aside: bool = False
+                  ) -> dict[str, Pooling]:
     """The poolings the Explore page's options need: "token", "token_hide_special" (when there are special
-    tokens and a real one), "word" (when a token has a word)."""
+    tokens and a real one), "word" (when a token has a word); with `first_aside` (a decoder's), the same
+    views with the first token set aside, named with "_first_aside" (the token view then hides position 0,
+    and the real special tokens only in "token_hide_special_first_aside")."""
+    special = np.asarray(special, bool)
     poolings = {"token": token_pooling(n, cells)}
     if special.any() and not special.all():
         poolings["token_hide_special"] = hidden_special_pooling(special, cells)
-    if any(w is not None for w in word_of_token):
+    has_words = any(w is not None for w in word_of_token)
+    if has_words:
         poolings["word"] = word_pooling(word_of_token, cells)
+    if first_aside and n > 1:
+        first = np.zeros(n, dtype=bool)
+        first[0] = True
+        poolings["token_first_aside"] = hidden_special_pooling(first, cells)
+        if (special & ~first).any() and not (special | first).all():
+            poolings["token_hide_special_first_aside"] = hidden_special_pooling(special | first, cells)
+        if any(w is not None for w in word_of_token[1:]):
+            poolings["word_first_aside"] = first_aside_word_pooling(list(word_of_token), cells)
     return poolings
 
 
@@ -135,9 +160,10 @@ class Reducer:
                 cols = np.zeros((p.col_cell.size, p.n_cols), np.float32)  # S, cells: one-hot
                 kept = p.col_cell >= 0
                 cols[np.flatnonzero(kept), p.col_cell[kept]] = 1.0
+                norm = kept if p.norm_cols is None else np.asarray(p.norm_cols, bool)
                 made["poolings"][name] = {
                     "cols": torch.from_numpy(cols).to(device),
-                    "kept": torch.from_numpy(kept.astype(np.float32)).to(device),
+                    "kept": torch.from_numpy(norm.astype(np.float32)).to(device),
                     "cell": torch.from_numpy(p.row_cell).to(device),
                     "weight": torch.from_numpy(p.row_weight.astype(np.float32)).to(device),
                     "renormalise": p.renormalise,
@@ -205,7 +231,7 @@ class Reducer:
         one_hot = (cell[None, :] == torch.arange(lo, hi + 1, device=p.device)[:, None]).float()  # cells, R
         weights = one_hot * pooling["weight"][r0 : r0 + r][None, :]
         if pooling["renormalise"]:
-            kept = p @ pooling["kept"][c0 : c0 + c]  # H, R: each row's weight on the kept columns
+            kept = p @ pooling["kept"][c0 : c0 + c]  # H, R: each row's weight on the columns it is renormalised over
             factor = torch.where(kept > 0, 1.0 / kept, torch.zeros((), device=p.device))
             weights = weights[None] * factor[:, None, :]  # H, cells, R
         tiles[:, lo : hi + 1] += (weights @ p) @ pooling["cols"][c0 : c0 + c]
