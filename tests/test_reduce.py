@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import attnviz
+from attnviz import plots
 from attnviz.analysis import profile_heads, profile_reduced
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
@@ -85,6 +86,18 @@ def test_first_token_aside_tiles_equal_the_full_views(family):
         expected = pool_tiles(aside_view(full, level, hide, True).attentions, TILE)
         np.testing.assert_allclose(reduced.view_tiles(level, hide, first_aside=True), expected, **TOLERANCE,
                                    err_msg=f"{name} {level} {hide}")
+
+
+def test_the_mosaic_figure_of_tiles_is_the_full_traces_figure(family):
+    """plots.model_view of a reduced trace's tiles draws what it draws from the full maps: the same cells (uint8
+    percent), labels and layout."""
+    _, full, reduced = family
+    labels = attention_view(full, "token").labels
+    drawn = plots.model_view(full.attentions, row_labels=labels, max_cells=TILE)
+    pooled = plots.model_view(reduced.view_tiles(), row_labels=labels, max_cells=TILE, pooled_tiles=True)
+    levels = np.abs(np.asarray(drawn.data[0].z, float) - np.asarray(pooled.data[0].z, float))
+    assert np.nanmax(levels) <= 1 and np.nanmean(levels) < 0.01  # a weight on a rounding edge may move a level
+    assert pooled.data[0].y == drawn.data[0].y and pooled.layout.meta == drawn.layout.meta
 
 
 def test_head_profile_equals_the_full_profile(family):

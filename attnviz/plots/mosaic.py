@@ -17,7 +17,7 @@ from attnviz.plots.colors import (
     scale_position,
     unscaled,
 )
-from attnviz.plots.pooling import mosaic, pooled_labels, pooled_size, tile_cells
+from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pooled_labels, pooled_size, tile_cells
 from attnviz.plots.shapes import rect
 from attnviz.plots.text import ENGLISH, PlotText
 
@@ -73,6 +73,7 @@ def model_view(
     text: PlotText = ENGLISH,
     head_mean: bool = True,
     layer_kinds: list[str] | None = None,
+    pooled_tiles: bool = False,
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
@@ -87,12 +88,21 @@ def model_view(
     when the layers do not all attend in full. `layout.meta` records pooling and the encoding.
     `text` gives the visible words; the axis categories stay English ("L0 from 3:the", "mean to 2:a").
     `head_mean=False` leaves out the mean column (a per-layer map, [L, 1, T, S], is its own mean).
+    `pooled_tiles=True`: `attentions` are tiles [L, H, t, s] already pooled with `max_cells` from the T and S
+    positions the labels name (a long text's ReducedTrace.view_tiles); no map is pooled here.
     """
     a = np.asarray(attentions)
     if a.ndim != 4:
         raise ValueError(f"attentions must be [layers, heads, T, S], got shape {a.shape}")
     n_layers, n_heads, n_rows, n_cols = a.shape
     max_cells = tile_cells(n_layers, n_heads) if max_cells is None else max_cells
+    if pooled_tiles:
+        if row_labels is None:
+            raise ValueError("pooled tiles need the row labels of the positions they pool")
+        n_rows = len(row_labels)
+        n_cols = n_rows if col_labels is None else len(col_labels)
+        if a.shape[2:] != (pooled_size(n_rows, max_cells), pooled_size(n_cols, max_cells)):
+            raise ValueError(f"tiles {a.shape[2:]} are not {n_rows} x {n_cols} positions pooled to {max_cells} cells")
     order, mark_groups = _check_kv_group(kv_group, n_heads)
     row_labels = [str(i) for i in range(n_rows)] if row_labels is None else list(row_labels)
     if col_labels is None:
@@ -103,7 +113,7 @@ def model_view(
     t, s = pooled_size(n_rows, max_cells), pooled_size(n_cols, max_cells)
     pooled = (t, s) != (n_rows, n_cols)
 
-    z = quantize(mosaic(a, max_cells, order, head_mean))
+    z = quantize(mosaic_of_tiles(a, order, head_mean) if pooled_tiles else mosaic(a, max_cells, order, head_mean))
     layer_names = [f"L{i}" for i in range(n_layers)] + ["mean"]
     head_names = [f"H{h}·kv{kv_group[h]}" if mark_groups else f"H{h}" for h in order] + (["mean"] if head_mean else [])
     y = _axis_labels(layer_names, pooled_labels(row_labels, max_cells), t, "from")
