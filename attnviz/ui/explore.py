@@ -11,12 +11,14 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis import export, pair_filter, profile_head
 from attnviz.analysis.profile import has_learned_sinks, profile_map
-from attnviz.analysis.sink import FIRST_TOKEN_EPSILON, first_aside_positions, first_token_share
+from attnviz.analysis.sink import FIRST_TOKEN_EPSILON, FirstTokenShare, first_aside_positions, first_token_share
 from attnviz.analysis.views import token_labels, visible_token, word_runs
+from attnviz.trace import ReducedTrace
 from attnviz.ui import ablation
 from attnviz.ui import lenses as lens_ui
 from attnviz.ui import pairs as pairs_ui
 from attnviz.ui.common import (
+    MAX_TEXT,
     guarded,
     heavy_slot,
     over_budget_message,
@@ -34,7 +36,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.kinds import kind_label
 from attnviz.ui.strings import translate
-from attnviz.ui.widgets import head_grid, word_pair_ranking
+from attnviz.ui.widgets import head_grid, position_input, word_pair_ranking
 from attnviz.workbench import Busy, OverBudget, parity, shelf, traces
 from attnviz.workbench import heads as head_work
 from attnviz.workbench.memory import VISITOR
@@ -71,6 +73,14 @@ def render() -> None:
         write_url(model=source, text=None, text_b=None, layer=None, head=None)
         return
     text_b = text_b or None
+    write_url(model=source, text=text if len(text) <= MAX_TEXT else None, text_b=text_b)
+    if len(text) > MAX_TEXT or len(text_b or "") > MAX_TEXT:
+        st.caption(t("link_without_text", limit=MAX_TEXT))
+    if traces.is_long(model, text, text_b):  # past the full maps' length: a reduced trace (ui.long_explore)
+        from attnviz.ui import long_explore
+
+        long_explore.render(model, source, text, text_b)
+        return
     try:
         trace = traces.trace(workbench(), source, text, text_b)
     except OverBudget as error:
@@ -104,7 +114,6 @@ def render() -> None:
     head_detectors(model, source)
     parity_badge(model, text, text_b)
     exports(model, text, text_b)
-    write_url(model=source, text=text, text_b=text_b)
 
 
 
@@ -117,15 +126,23 @@ def sentence_inputs(model) -> tuple[str, str]:
 
     st.selectbox(t("examples"), EXAMPLES, key="example", on_change=use_example, index=None,
                  placeholder="…")
-    text = st.text_input(t("sentence"), key="text", max_chars=20_000)
+    limit = max_input_chars()
+    text = st.text_input(t("sentence"), key="text", max_chars=limit, help=t("sentence_help", n=model.info.max_tokens,
+                                                                            full=shelf.FULL_MAPS_TOKENS))
     text_b = ""
     if not model.info.causal:
-        text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=20_000)
+        text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=limit)
     elif st.session_state.get("text_b", "").strip():
         # Kept for when an encoder is chosen again: re-assigning keeps the state of an undrawn widget.
         st.session_state["text_b"] = st.session_state["text_b"]
         st.caption(t("sentence_b_dropped"))
     return text, text_b.strip()
+
+
+def max_input_chars() -> int:
+    """The sentence box's limit: room for the longest text the app takes (16 characters a token is more than
+    any tokenizer here averages), never less than a link may hold (MAX_TEXT)."""
+    return max(MAX_TEXT, 16 * shelf.max_tokens_setting())
 
 
 def input_notices(model, trace) -> None:
@@ -139,11 +156,34 @@ def input_notices(model, trace) -> None:
         st.warning(t("many_unk", share=len(unknown) / real, unk=md(unk), suggestion=shelf.WIDE_VOCABULARY_MODEL))
 
 
+# Past this many tokens the chips are shown a window at a time: 4,096 chips would be about 1 MB each rerun.
+CHIP_WINDOW = 256
+
+
 def token_chips(trace) -> None:
     """Tokens as chips with their ids, the chips of one word underlined together (its word in the tooltip);
-    every piece of text is escaped, so markup in the input stays text."""
+    every piece of text is escaped, so markup in the input stays text. A long text's chips are shown
+    CHIP_WINDOW at a time, from a token the visitor picks."""
+    n = len(trace.tokens)
+    with st.expander(f"{t('tokens')} ({n})", expanded=n <= 40):
+        start, stop = 0, n
+        if n > CHIP_WINDOW:
+            if not 0 <= st.session_state.get("chips_start", 0) < n:  # a shorter text than the last one
+                st.session_state["chips_start"] = 0
+            start = int(st.number_input(t("tokens_from"), 0, n - 1, step=CHIP_WINDOW, key="chips_start",
+                                        help=t("tokens_from_help", n=CHIP_WINDOW)))
+            stop = min(start + CHIP_WINDOW, n)
+            st.caption(t("tokens_window", first=start, last=stop - 1, n=n))
+        # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
+        # formulas, code or emphasis and swallow the chips' own markup.
+        st.html(f'<div style="line-height:1.9">{"".join(_chips(trace, start, stop))}</div>')
+
+
+def _chips(trace, start: int, stop: int) -> list[str]:
+    """The HTML of tokens start..stop, a run of one word's tokens wrapped in one underlined span."""
     chips = []
-    for token, token_id, special in zip(token_labels(trace), trace.input_ids, trace.special_mask):
+    for token, token_id, special in zip(token_labels(trace)[start:stop], trace.input_ids[start:stop],
+                                        trace.special_mask[start:stop]):
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
         # escape_label's own entities (for plotly) would be escaped twice and show as "&lt;".
         shown = html.escape(token if special or token.strip() else plots.escape_label(token))
@@ -152,16 +192,15 @@ def token_chips(trace) -> None:
             f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
             f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
         )
-    for word, start, end in reversed(word_runs(trace)):  # word boundaries (docs/architecture.md word rule)
+    runs = [(word, max(a, start) - start, min(b, stop) - start) for word, a, b in word_runs(trace)
+            if a < stop and b > start]
+    for word, a, b in reversed(runs):  # word boundaries (docs/architecture.md word rule)
         if word is not None:
             name = html.escape(trace.words[word])
-            chips[start:end] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
-                                f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
-                                f'{"".join(chips[start:end])}</span>']
-    with st.expander(f"{t('tokens')} ({len(trace.tokens)})", expanded=len(trace.tokens) <= 40):
-        # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
-        # formulas, code or emphasis and swallow the chips' own markup.
-        st.html(f'<div style="line-height:1.9">{"".join(chips)}</div>')
+            chips[a:b] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
+                          f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
+                          f'{"".join(chips[a:b])}</span>']
+    return chips
 
 
 def view_options(trace):
@@ -197,10 +236,17 @@ def view_options(trace):
 def first_token_line(trace, first_aside: bool) -> None:
     """The model-level first-token share of this input (analysis.sink): the mean weight on the first token
     over every head, and the share of heads above Gu et al. 2024's epsilon."""
-    share = first_token_share(trace.attentions)
+    share = first_shares(trace)
     st.caption(t("first_token_line", mean=share.mean, above=share.above, heads=share.per_head.size,
                  share=share.share_above, epsilon=FIRST_TOKEN_EPSILON)
                + (" " + t("first_aside_on") if first_aside else ""))
+
+
+def first_shares(trace) -> FirstTokenShare:
+    """The first-token shares of a full trace, or of a reduced one (the mean weight on position 0 its pass kept)."""
+    if isinstance(trace, ReducedTrace):
+        return FirstTokenShare(trace.statistics["first"])
+    return first_token_share(trace.attentions)
 
 
 def token_focus(trace) -> list[tuple[int, int]]:
@@ -224,9 +270,7 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
         work_bytes=4 * view.attentions.nbytes,
     )
     lens_ui.peak_note(view_key)
-    if has_learned_sinks(trace):  # rows sum to less than 1: say where the rest went, not renormalise
-        rows = trace.attentions.sum(-1)  # L, H, T
-        st.caption(t("sink_mass_line", mean=f"{float(1 - rows.mean()):.3f}", most=f"{float(1 - rows.min()):.3f}"))
+    sink_mass_line(trace)
     meta = figure.layout.meta or {}
     if meta.get("pooled"):
         st.info(t("pooled", cells=meta["tile"][0]))
@@ -235,6 +279,20 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
         event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
                                 on_select="rerun", selection_mode="points")
     select_clicked_head(event, per_layer=view_key[5] in lens_ui.PER_LAYER)
+
+
+def sink_mass_line(trace) -> None:
+    """Where the rest of a row went when the model has learned sinks (rows sum to less than 1; never
+    renormalised): the mean over every row, and the most of one row (a reduced trace: of one head's rows)."""
+    if not has_learned_sinks(trace):
+        return
+    if isinstance(trace, ReducedTrace):
+        mass = trace.statistics["sink_mass"]  # L, H: each head's mean over its rows
+        mean, most = float(mass.mean()), float(mass.max())
+    else:
+        rows = trace.attentions.sum(-1)  # L, H, T
+        mean, most = float(1 - rows.mean()), float(1 - rows.min())
+    st.caption(t("sink_mass_line", mean=f"{mean:.3f}", most=f"{most:.3f}"))
 
 
 def shown_kinds(trace) -> list[str] | None:
@@ -261,13 +319,23 @@ def select_clicked_head(event, per_layer: bool = False) -> None:
 
 @st.fragment
 @guarded
-def head_detail(info, view_key, scale, palette) -> None:
+def head_detail(info, view_key, scale, palette, long: bool = False) -> None:
     """One head in detail. A fragment: picking a layer, head, threshold or token reruns only this part,
-    so the mosaic is neither rebuilt nor sent again."""
+    so the mosaic is neither rebuilt nor sent again. `long`: a long text's, drawn from its reduced trace (the
+    window recomputed from the kept queries and keys, the profile from the pass's sums)."""
     st.subheader(t("head_detail"))
-    view = traces.view(workbench(), *view_key)  # shared: a lookup, not a recomputation
-    trace = traces.trace(workbench(), *view_key[:3])
-    n_layers, n_heads = view.attentions.shape[0], info.n_heads  # a per-layer lens draws one map per layer
+    bench = workbench()
+    if long:
+        trace = traces.held_reduced(bench, *view_key[:3])
+        if trace is None:  # evicted since the page was drawn: the whole page computes it again
+            st.rerun()
+        positions = traces.reduced_positions(bench, view_key)
+        all_labels, n_layers = positions.labels, info.n_layers
+    else:
+        view = traces.view(bench, *view_key)  # shared: a lookup, not a recomputation
+        trace = traces.trace(bench, *view_key[:3])
+        all_labels, n_layers = view.labels, view.attentions.shape[0]  # a per-layer lens: one map per layer
+    n_heads = info.n_heads
     for key, limit in (("layer", n_layers), ("head", n_heads)):
         seed_from_url(key, 0)
         if not 0 <= st.session_state[key] < limit:  # a smaller model, or a stale link
@@ -280,8 +348,8 @@ def head_detail(info, view_key, scale, palette) -> None:
                              help=t("lens_head_disabled", lens=t(f"lens_{view_key[5]}")) if per_layer else None,
                              placeholder=t("choose_option"))
     threshold = cols[2].slider(t("threshold"), 0.0, 0.5, step=0.01, key="threshold")
-    window = token_window(len(view.labels))
-    labels = view.labels[window]
+    window = token_window(len(all_labels))
+    labels = all_labels[window]
     all_tokens = t("all_tokens")
     focus = cols[3].selectbox(
         t("focus_token"), [None, *range(len(labels))], key="focus",
@@ -292,8 +360,11 @@ def head_detail(info, view_key, scale, palette) -> None:
         peers = [h for h, g in enumerate(trace.kv_group) if g == group and h != head]
         st.caption(t("kv_note", head=head, kv=group, peers=", ".join(map(str, peers)) or "-",
                      kind=info.attention_kind))
-    view_head = lens_ui.lens_head(view, head, view_key[5])
-    matrix = np.asarray(view.attentions[layer, view_head, window, window], dtype=np.float32)
+    if long:
+        view_head, matrix = head, traces.reduced_window(bench, view_key, layer, head, window)
+    else:
+        view_head = lens_ui.lens_head(view, head, view_key[5])
+        matrix = np.asarray(view.attentions[layer, view_head, window, window], dtype=np.float32)
     part = sentence_pair(info, trace, view_key, window, labels, focus)
     matrix = part.take(matrix)
     left, right = st.columns([3, 2])
@@ -310,11 +381,19 @@ def head_detail(info, view_key, scale, palette) -> None:
                                            focus=part.focus_row, focus_in=part.focus_col,
                                            left_divider=part.row_divider, right_divider=part.col_divider),
                            key="head_view", width="stretch")
-    head_profile(trace, layer, head, head_work.detector_scores(workbench(), view_key[0]),
-                 lens_ui.profiled_map(trace, view_key, layer, view_head), view_key[5], view_key[7])
+    detectors = head_work.detector_scores(bench, view_key[0])
+    if long:  # the profile of the raw head, from the sums its pass kept (first token included)
+        head_profile(trace, layer, head, detectors, stats=traces.reduced_profile(bench, view_key[:3]).head(layer, head))
+    else:
+        head_profile(trace, layer, head, detectors, lens_ui.profiled_map(trace, view_key, layer, view_head),
+                     view_key[5], view_key[7])
     lens_ui.query_key_view(info, trace, *view_key[:3], layer, head)
-    full = np.asarray(view.attentions[layer, view_head], dtype=np.float32)
-    st.download_button(t("download_csv"), lambda: export.head_csv(full, view.labels),
+    if long:  # the window drawn: a whole head of 4,096 tokens would be a 100 MB CSV
+        full, full_labels = traces.reduced_window(bench, view_key, layer, head, window), labels
+        st.caption(t("download_csv_window", first=window.start, last=window.start + len(labels) - 1))
+    else:
+        full, full_labels = np.asarray(view.attentions[layer, view_head], dtype=np.float32), view.labels
+    st.download_button(t("download_csv"), lambda: export.head_csv(full, full_labels),
                        file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
     write_url(layer=layer, head=head, threshold=threshold if threshold != 0.02 else None,
               start=window.start or None)
@@ -362,11 +441,12 @@ def sentence_pair(info, trace, view_key, window: slice, labels: list[str], focus
 
 
 def head_profile(trace, layer: int, head: int, detectors: dict | None = None, matrix=None, lens: str = "raw",
-                 first_aside: bool = False) -> None:
+                 first_aside: bool = False, stats: dict | None = None) -> None:
     """What kind of head this is, in numbers (Clark et al. 2019 sec. 3; Voita et al. 2019), on the token-level
     map the page draws: the raw head, or the lens's map (`matrix`, analysis.profile.profile_map). The
     first-token share is read before the first token is set aside (after, it is 0 by construction)."""
-    stats = profile_head(trace, layer, head) if matrix is None else profile_map(trace, matrix)
+    if stats is None:  # a long text's come from its reduced trace (analysis.profile_reduced)
+        stats = profile_head(trace, layer, head) if matrix is None else profile_map(trace, matrix)
     st.markdown(f"**{t('profile')}**")
     if lens in lens_ui.PER_LAYER:
         st.caption(t("profile_of_layer_map", lens=t(f"lens_{lens}"), layer=layer))
@@ -395,17 +475,14 @@ def head_profile(trace, layer: int, head: int, detectors: dict | None = None, ma
 
 @st.fragment
 @guarded
-def next_token_predictions(model, trace_key) -> None:
+def next_token_predictions(model, trace_key, long: bool = False) -> None:
     if not model.info.causal or model.module.lm_head is None:
         return
-    trace = traces.trace(workbench(), *trace_key)
-    if trace.hidden is None:
+    trace = traces.held_reduced(workbench(), *trace_key) if long else traces.trace(workbench(), *trace_key)
+    if trace is None or trace.hidden is None:
         return
     st.subheader(t("predictions"))
-    labels = token_labels(trace)
-    position = st.selectbox(t("position"), range(len(trace.tokens)), index=len(trace.tokens) - 1,
-                            format_func=lambda i: f"{i}: {labels[i]}", key="prediction_position",
-                            placeholder=t("choose_option"))
+    position = position_input(t("position"), trace, "prediction_position", len(trace.tokens) - 1)
     rows = model.next_tokens(trace, position)
     st.dataframe({t("column_token"): [visible_token(text, model.token_bytes(i)) for text, _, i in rows],
                   t("column_probability"): [round(p, 4) for _, p, _ in rows]}, hide_index=True)

@@ -16,10 +16,12 @@ POLL_S = 0.5
 
 
 def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, step_text: Callable[[int, int], str],
-                 *, primary: bool = False):
+                 *, primary: bool = False, autostart: bool = False):
     """`work(job)` run as this visitor's job under (button_key, *inputs); `job.progress(done, total)` is its
     progress callback. Returns the result when the job has just finished, else None (not started, running,
-    or ended without one, having said why)."""
+    or ended without one, having said why). `autostart`: started without a click (what the page cannot draw
+    without it, as a long text's trace), except after it was cancelled or failed for these inputs: then the
+    button starts it again."""
     jobs = workbench().jobs
     key = (session_id(), button_key, *inputs)
     job = jobs.get(key)
@@ -28,10 +30,13 @@ def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, ste
         if job.error is None:
             return job.result
         _explain(job.error)  # then the button again, to start over
+        st.session_state[f"_{button_key}_stopped"] = key  # ... and no start by itself for these inputs
         job = None
     if job is None:
-        if not st.button(label, key=button_key, type="primary" if primary else "secondary"):
+        by_itself = autostart and st.session_state.get(f"_{button_key}_stopped") != key
+        if not by_itself and not st.button(label, key=button_key, type="primary" if primary else "secondary"):
             return None
+        st.session_state.pop(f"_{button_key}_stopped", None)
         job = jobs.start(key, session_id(), work)
     job.seen()
     _progress(key, button_key, step_text)

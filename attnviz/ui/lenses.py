@@ -15,6 +15,7 @@ from attnviz import plots
 from attnviz.analysis import lenses
 from attnviz.analysis.query_key import query_key
 from attnviz.analysis.views import token_labels
+from attnviz.trace import ReducedTrace
 from attnviz.ui.common import (
     over_budget_message,
     seed_from_url,
@@ -24,6 +25,7 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.widgets import position_input
 from attnviz.workbench import OverBudget, shelf
 from attnviz.workbench import lenses as lens_store
 
@@ -125,6 +127,7 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     and the products themselves, keys x dimensions."""
     labels = token_labels(trace)
     n = len(labels)
+    long = isinstance(trace, ReducedTrace)  # a long text's: queries and keys kept by its pass, no maps
     seed_from_url("qk_query", n - 1 if info.causal else min(1, n - 1), "query")
     if not 0 <= st.session_state["qk_query"] < n:  # another text, or a stale link
         st.session_state["qk_query"] = n - 1
@@ -134,11 +137,11 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     with box:
         if not box.open:
             return
-        position = st.selectbox(t("qk_query"), range(n), key="qk_query", format_func=lambda i: f"{i}: {labels[i]}",
-                                placeholder=t("choose_option"))
+        position = position_input(t("qk_query"), trace, "qk_query", n - 1)
         write_url(query=position)
         try:
-            recorded = lens_store.query_keys(workbench(), source, text, text_b, layer)
+            recorded = ({"queries": trace.queries[layer], "keys": trace.keys[layer]} if long
+                        else lens_store.query_keys(workbench(), source, text, text_b, layer))
         except OverBudget as error:
             st.error(over_budget_message(error))
             return
@@ -156,7 +159,8 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
             if applies:
                 st.caption(t(key, slope=f"{setup['slope'] or 0:.4g}", cap=f"{setup['softcap'] or 0:g}",
                              window=setup["window"], share=f"{view.sink_share:.3f}"))
-        row = np.asarray(trace.attentions[layer, head, position], dtype=np.float64)
+        row = (trace.head_window(layer, head, [position])[0] if long
+               else np.asarray(trace.attentions[layer, head, position], dtype=np.float64))
         st.caption(t("qk_check", diff=float(np.abs(view.probabilities - row).max())))
         visible = np.flatnonzero(view.visible)
         shown = np.sort(visible[np.argsort(-view.probabilities[visible], kind="stable")[:QK_KEYS]])

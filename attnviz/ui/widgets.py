@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.analysis import rank_heads
+from attnviz.analysis.views import token_labels
 from attnviz.ui.common import t
 from attnviz.ui.escape import md
 
@@ -77,3 +78,21 @@ def head_grid(container, figure, key: str, layer_key: str = "layer", head_key: s
                            config={"displaylogo": False})
     if st.session_state.pop(OPENED, False) and in_fragment:
         st.rerun()  # scope "app": the head detail lies outside this fragment
+
+
+# Past this many tokens a position is typed, not picked: a selectbox sends every option's label each rerun.
+POSITION_OPTIONS = 512
+
+
+def position_input(label: str, trace, key: str, default: int) -> int:
+    """A token position: a selectbox of "i: token" for a short text, a number input for a long one (with the
+    chosen token named below it)."""
+    labels, n = token_labels(trace), len(trace.tokens)
+    if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < n:
+        st.session_state[key] = default  # a first run, or another text
+    if n <= POSITION_OPTIONS:
+        return st.selectbox(label, range(n), format_func=lambda i: f"{i}: {labels[i]}", key=key,
+                            placeholder=t("choose_option"))
+    position = st.number_input(label, 0, n - 1, step=1, key=key)
+    st.caption(t("position_token", token=md(labels[position])))
+    return int(position)

@@ -43,7 +43,23 @@ PRESETS = [
 ]
 # Suggested when a text is mostly [UNK] for the current vocabulary.
 WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-MAX_TOKENS = 512
+# Texts up to FULL_MAPS_TOKENS get full [L, H, T, T] traces (every view exact, lenses, ablation, exports);
+# longer ones, up to max_tokens_setting(), reduced traces (workbench.traces.reduced: docs/architecture.md,
+# "Long contexts"). The models' tokenizers truncate at the longer limit.
+FULL_MAPS_TOKENS = 512
+MAX_TOKENS_VARIABLE = "ATTNVIZ_MAX_TOKENS"
+DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS_GPU = 4096, 8192
+
+
+def max_tokens_setting(environ=os.environ) -> int:
+    """The longest text the app takes, in tokens (each model's context caps it further): ATTNVIZ_MAX_TOKENS,
+    else 4,096 on CPU and 8,192 with a GPU. A malformed setting is an error, not a silent default."""
+    raw = environ.get(MAX_TOKENS_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_MAX_TOKENS_GPU if torch.cuda.is_available() else DEFAULT_MAX_TOKENS
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 2:
+        raise ValueError(f"{MAX_TOKENS_VARIABLE} must be a whole number of tokens, at least 2, got {raw!r}")
+    return int(raw)
 RANDOM_MARIAN_BYTES = 200_000_000  # the untrained translation model: 44.7M parameters, 179 MB
 RANDOM_MARIAN_TOKENS = 128
 
@@ -180,8 +196,8 @@ def parameter_bytes(module) -> int:
 def _load_within(bench: Workbench, source: AppSource, need: int, progress, dtype: torch.dtype = torch.float32):
     with bench.reserve(need):
         limit = bench.free_bytes() + need
-        model = attnviz.load(source.location, max_tokens=MAX_TOKENS, progress=progress, from_hub=source.from_hub,
-                             memory_limit=limit, dtype=dtype)
+        model = attnviz.load(source.location, max_tokens=max_tokens_setting(), progress=progress,
+                             from_hub=source.from_hub, memory_limit=limit, dtype=dtype)
     # Pages show the model by what the visitor typed, never by the server path it resolved to.
     model.info = dataclasses.replace(model.info, name=source.name)
     return model

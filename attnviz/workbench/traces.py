@@ -8,11 +8,15 @@ import dataclasses
 import numpy as np
 import torch
 
+from attnviz.analysis.long_views import head_window_view, view_positions
+from attnviz.analysis.profile import profile_reduced
 from attnviz.analysis.sink import trace_first_aside
 from attnviz.analysis.views import attention_view
+from attnviz.plots.pooling import tile_cells
 from attnviz.trace import HAN_SEGMENTER_BYTES, han_segmenter_needed
+from attnviz.workbench import shelf
 from attnviz.workbench.memory import trim_heap
-from attnviz.workbench.shared import Workbench
+from attnviz.workbench.shared import OverBudget, Workbench
 from attnviz.workbench.shelf import model_for
 
 # Peak bytes per attention cell of one run: the float32 probabilities (4), the float16 copy the store keeps
@@ -61,6 +65,114 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
                     trim_heap()  # the float32 probabilities just freed
                 bench.traces.put(key, held, nbytes(held))
     return held
+
+
+def n_tokens(model, text: str, text_pair: str | None = None) -> int:
+    return len(model.encode(text, text_pair).ids)
+
+
+def is_long(model, text: str, text_pair: str | None = None) -> bool:
+    """Whether the Explore page draws this text from a reduced trace (`reduced`): past FULL_MAPS_TOKENS, the
+    full maps of SmolLM2 would be 1.1 GB in float32 at 1,024 tokens and 18 GB at 4,096."""
+    return n_tokens(model, text, text_pair) > shelf.FULL_MAPS_TOKENS
+
+
+# A reduced run's peak beyond what it keeps: each block of CHUNK_ROWS query rows [H, rows, T] in float32 and
+# the copies made while reducing it (scores, softmax, the products of the statistics and poolings), and a fixed
+# allowance for the activations and the allocator. The pass's own peak measured by
+# benchmarks/bench_long_context.py for SmolLM2: 195 MB at 1,024 tokens, 426 at 2,048, 642 at 4,096, 1,042 at
+# 8,192 (what it keeps: 53, 104, 205, 408); checked against VmHWM by tests/test_long_explore.py.
+REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 10, 140_000_000
+
+
+def reduced_held_bytes(model, n: int) -> int:
+    """What a reduced trace of `n` tokens keeps (ReducedTrace.nbytes): queries and keys in float16, each row's
+    argmax (int32), the hidden states (float32), and the tiles of at most six views (float32, fixed in size)."""
+    c = model.config
+    tiles = 6 * 4 * c.n_layers * c.n_heads * tile_cells(c.n_layers, c.n_heads) ** 2
+    return c.n_layers * (c.n_heads + c.kv_heads) * n * c.dim_per_head * 2 + 4 * c.n_layers * c.n_heads * n \
+        + 4 * n * c.d_model + tiles
+
+
+def reduced_bytes(model, n: int) -> int:
+    """Peak bytes of one reduced run of `n` tokens (LoadedModel.run_reduced)."""
+    from attnviz.transformer.reduce import CHUNK_ROWS
+
+    block = 4 * model.config.n_heads * min(CHUNK_ROWS, n) * n
+    return reduced_held_bytes(model, n) + REDUCED_BLOCK_COPIES * block + REDUCED_OVERHEAD
+
+
+def held_reduced(bench: Workbench, name: str, text: str, text_pair: str | None):
+    """The reduced trace of this text if some visitor has computed it and it is still held, else None."""
+    return bench.traces.get(("reduced", name, text, text_pair))
+
+
+def reduced(bench: Workbench, name: str, text: str, text_pair: str | None, progress=None):
+    """The shared reduced trace of one long text (docs/architecture.md, "Long contexts"): its mosaic tiles for
+    every view option, head profiles, first-token shares, and the queries and keys from which a head's window is
+    recomputed; `progress(done, total)` after each layer (a heavy action's, which may cancel there). Computed
+    once under the memory budget, its peak reserved first; OverBudget when even what it keeps would not fit
+    the traces' share of the budget."""
+    held = held_reduced(bench, name, text, text_pair)
+    if held is not None:
+        return held
+    model = model_for(bench, name)
+    n = n_tokens(model, text, text_pair)
+    keeps = reduced_held_bytes(model, n)
+    if keeps > bench.traces.capacity:  # it would be dropped as soon as it was made, and asked for again
+        raise OverBudget(keeps, bench.traces.capacity, bench.traces.total_bytes)
+    need = reduced_bytes(model, n)
+    if han_segmenter_needed(text + (text_pair or "")):
+        need += HAN_SEGMENTER_BYTES
+    info = model.info
+    with bench.run_slot(need):
+        held = held_reduced(bench, name, text, text_pair)  # another visitor may have run it meanwhile
+        if held is None:
+            with bench.reserve(need, keep_model=name):
+                held = model.run_reduced(text, text_pair, tile=tile_cells(info.n_layers, info.n_heads),
+                                         progress=None if progress is None else lambda layer, n_layers:
+                                         progress(layer + 1, n_layers))
+                trim_heap()  # the blocks just freed
+            bench.traces.put(("reduced", name, text, text_pair), held, held.nbytes)
+    return held
+
+
+def reduced_positions(bench: Workbench, view_key: tuple):
+    """The view positions (analysis.long_views.view_positions) of a held reduced trace under the page's view
+    key (name, text, text_pair, level, hide_special, lens, normalise, first_aside), shared."""
+    def make():
+        held = held_reduced(bench, *view_key[:3])
+        if held is None:
+            raise ValueError("this long text's trace is no longer held: enter it again")
+        return view_positions(held, view_key[3], view_key[4], view_key[7])
+
+    return bench.shared_value(("reduced_positions", *view_key), make, lambda p: 200 * len(p.labels) + 100_000)
+
+
+def reduced_window(bench: Workbench, view_key: tuple, layer: int, head: int, window: slice) -> np.ndarray:
+    """One head's window of a long text's view (analysis.long_views.head_window_view), shared read-only."""
+    def make():
+        held = held_reduced(bench, *view_key[:3])
+        if held is None:
+            raise ValueError("this long text's trace is no longer held: enter it again")
+        matrix = head_window_view(held, layer, head, reduced_positions(bench, view_key), window)
+        matrix.setflags(write=False)
+        return matrix
+
+    key = ("reduced_window", *view_key, layer, head, window.start, window.stop)
+    return bench.shared_value(key, make, lambda m: m.nbytes)
+
+
+def reduced_profile(bench: Workbench, trace_key: tuple):
+    """Every head's profile of a held reduced trace (analysis.profile_reduced), shared."""
+    def make():
+        held = held_reduced(bench, *trace_key)
+        if held is None:
+            raise ValueError("this long text's trace is no longer held: enter it again")
+        return profile_reduced(held)
+
+    return bench.shared_value(("reduced_profile", *trace_key), make,
+                              lambda p: sum(np.asarray(getattr(p, f.name)).nbytes for f in dataclasses.fields(p)))
 
 
 def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
