@@ -10,7 +10,7 @@ import torch
 
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.profile import profile_reduced
-from attnviz.analysis.sink import trace_first_aside
+from attnviz.analysis.sink import first_aside_positions, trace_first_aside
 from attnviz.analysis.views import attention_view
 from attnviz.plots.pooling import tile_cells
 from attnviz.trace import HAN_SEGMENTER_BYTES, han_segmenter_needed
@@ -202,18 +202,23 @@ def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: s
 
 
 def first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool):
-    """The view with the first token set aside, renormalised from a float32 trace computed for it and kept in
-    float16. The app's float16 trace cannot be renormalised: a sink head leaves 1e-7 of a row's weight off the
-    first token, below float16's resolution next to 1, and its rows came out 0 or 1 (SmolLM2 layer 18 head 8:
-    0.99 off the float32 view; 2e-7 from the float32 trace, as the reduced pass computes it)."""
+    """The view with the first token set aside (aside_view), renormalised in float32 and then kept in float16.
+    The app's float16 trace cannot be renormalised: a sink head leaves 1e-7 of a row's weight off the first
+    token, below float16's resolution next to 1, and such rows came out 0 or 1 (SmolLM2 layer 18 head 8: 0.99
+    off the float32 view). So a float32 trace is computed for it (the trace's own peak, reserved again) and set
+    aside in place, then its float16 copy and the view (2 bytes a cell each) are made as for any view."""
     model = model_for(bench, name)
     n = n_tokens(model, text, text_pair)
-    cells = model.info.n_layers * model.info.n_heads * n * n
-    need = trace_bytes(model, n) + 10 * cells  # the set-aside float32 copy, the view, its float16 copy
+    need = trace_bytes(model, n) + 4 * model.info.n_layers * model.info.n_heads * n * n
     with bench.run_slot(need), bench.reserve(need, keep_model=name):
-        made = aside_view(model.run(text, text_pair), level, hide_special, True)
-        made = dataclasses.replace(made, attentions=torch.from_numpy(np.ascontiguousarray(
-            made.attentions, dtype=np.float32)).to(torch.float16).numpy())
+        full = model.run(text, text_pair)
+        for layer in full.attentions:  # first_token_aside, in place: no second float32 copy
+            layer[..., 0] = 0.0
+            totals = layer.sum(axis=-1, keepdims=True)
+            np.divide(layer, totals, out=layer, where=totals > 0)
+        aside = compact(dataclasses.replace(first_aside_positions(full, hide_special), attentions=full.attentions))
+        del full
+        made = attention_view(aside, level, level == "token")
         trim_heap()
     return made
 
