@@ -105,6 +105,8 @@ def test_head_profile_equals_the_full_profile(family):
     expected, got = profile_heads(full), profile_reduced(reduced)
     for f in fields(expected):
         np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
+    most = np.clip(1.0 - full.attentions.astype(np.float64).sum(-1), 0.0, None).max(-1)  # the most of one row
+    np.testing.assert_allclose(reduced.statistics["sink_mass_max"], most, **TOLERANCE)
 
 
 def test_head_window_equals_the_full_maps_slice(family):

@@ -176,6 +176,7 @@ class Reducer:
         if not acc:
             for name in STATISTICS:
                 acc[name] = torch.zeros(n_heads, dtype=torch.float64, device=device)
+            acc["sink_mass_max"] = torch.zeros(n_heads, dtype=torch.float64, device=device)
             acc["argmax"] = torch.zeros(n_heads, self.n_tokens, dtype=torch.int32, device=device)
             for name, p in self.poolings.items():
                 acc["tiles:" + name] = torch.zeros(n_heads, p.n_rows, p.n_cols, dtype=torch.float32, device=device)
@@ -196,7 +197,9 @@ class Reducer:
             acc[name] += per_row.double().sum(-1)
 
         total = p.sum(-1)  # H, R
-        add("sink_mass", (1.0 - total.double()).clamp_min(0.0))
+        sink = (1.0 - total.double()).clamp_min(0.0)
+        add("sink_mass", sink)
+        acc["sink_mass_max"] = torch.maximum(acc["sink_mass_max"], sink.max(-1).values)  # the most of one row
         add("entropy", -torch.special.xlogy(p, p).sum(-1))
         add("mean_distance", (p * (rows[:, None] - cols[None, :]).abs().float()).sum(-1))
         shares = p @ const["classes"][c0 : c0 + c]  # H, R, 2
@@ -246,6 +249,7 @@ class Reducer:
         for name in STATISTICS:
             sums = np.stack([layer[name].cpu().numpy() for layer in self.layers])
             stats[name] = sums / divide[name] if divide[name] else np.full(sums.shape, np.nan)
+        stats["sink_mass_max"] = np.stack([layer["sink_mass_max"].cpu().numpy() for layer in self.layers])
         return {
             "statistics": stats,
             "argmax": np.stack([layer["argmax"].cpu().numpy() for layer in self.layers]),

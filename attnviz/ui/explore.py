@@ -283,12 +283,11 @@ def model_view(view, trace, highlight, palette, scale, view_key) -> None:
 
 def sink_mass_line(trace) -> None:
     """Where the rest of a row went when the model has learned sinks (rows sum to less than 1; never
-    renormalised): the mean over every row, and the most of one row (a reduced trace: of one head's rows)."""
+    renormalised): the mean over every row, and the most of one row."""
     if not has_learned_sinks(trace):
         return
-    if isinstance(trace, ReducedTrace):
-        mass = trace.statistics["sink_mass"]  # L, H: each head's mean over its rows
-        mean, most = float(mass.mean()), float(mass.max())
+    if isinstance(trace, ReducedTrace):  # each head's mean over its rows, and its largest row's
+        mean, most = float(trace.statistics["sink_mass"].mean()), float(trace.statistics["sink_mass_max"].max())
     else:
         rows = trace.attentions.sum(-1)  # L, H, T
         mean, most = float(1 - rows.mean()), float(1 - rows.min())
