@@ -8,7 +8,10 @@ picks, the word level and the first token set aside, each a rerun measured the s
 (VmRSS) before and after, and its peak (VmHWM). What the app holds for the text is ReducedTrace.nbytes of the
 same text, computed in this process afterwards (the object the server keeps).
 
-    .venv/bin/python benchmarks/bench_long_explore.py [--tokens 4096] [--picks 3] [--json out.json]
+    .venv/bin/python benchmarks/bench_long_explore.py [--tokens 4096 ...] [--picks 3] [--json out.json]
+
+Each length runs in a fresh server with ATTNVIZ_MAX_TOKENS set to it (the text is cut there); 512 tokens is
+the full-maps path (what every text was limited to before), longer ones the reduced path.
 """
 
 from __future__ import annotations
@@ -52,9 +55,9 @@ async def toggle(session: Session, label: str, pid: int, timeout_s: float):
     return await session._act(click, "changed", None, pid, timeout_s)
 
 
-async def run(args) -> dict:
-    out: dict = {"tokens_asked": args.tokens}
-    env = {**os.environ, "ATTNVIZ_MEMORY_BUDGET_GB": str(args.budget_gb)}
+async def run(args, tokens: int) -> dict:
+    out: dict = {"tokens_asked": tokens}
+    env = {**os.environ, "ATTNVIZ_MEMORY_BUDGET_GB": str(args.budget_gb), "ATTNVIZ_MAX_TOKENS": str(tokens)}
     with streamlit_app(ROOT, env=env, timeout=300) as server:
         pid = server.pid
         out["rss_start"] = rss_bytes(pid)
@@ -62,7 +65,7 @@ async def run(args) -> dict:
             browser = await launch(p)
             session = await Session(browser, 0).open(server.url, {"model": SMOLLM, "text": WARM_TEXT}, timeout_s=600)
             out["rss_with_model"] = rss_bytes(pid)
-            text = long_text(args.tokens)
+            text = long_text(tokens)
             step = await session.enter(text, pid, mode="changed", timeout_s=args.timeout_s)
             out["enter"] = step.__dict__
             out["rss_after_text"] = rss_bytes(pid)
@@ -74,46 +77,45 @@ async def run(args) -> dict:
                 out["picks"].append(pick.__dict__)
             out["word_level"] = (await toggle(session, "words", pid, args.timeout_s)).__dict__
             out["first_aside"] = (await toggle(session, "Set the first token aside", pid, args.timeout_s)).__dict__
-            await session.page.screenshot(path=str(args.screenshot), full_page=True)
+            await session.page.screenshot(path=str(args.screenshot.with_stem(f"{args.screenshot.stem}_{tokens}")),
+                                          full_page=True)
             out["exceptions"] = await session.exceptions()
             out["rss_end"], out["rss_peak"] = rss_bytes(pid), peak_rss(pid)
             await session.close()
             await browser.close()
     import attnviz  # the same text, to count what the server holds for it
-
-    model = attnviz.load(SMOLLM, max_tokens=args.tokens)
     from attnviz.plots.pooling import tile_cells
+    from attnviz.workbench import traces
 
-    held = model.run_reduced(text, tile=tile_cells(model.info.n_layers, model.info.n_heads))
-    out["held_bytes"] = held.nbytes
+    model = attnviz.load(SMOLLM, max_tokens=tokens)
+    if tokens <= 512:  # the full path: the float16 trace the app keeps
+        out["held_bytes"] = traces.nbytes(traces.compact(model.run(text)))
+    else:
+        out["held_bytes"] = model.run_reduced(text, tile=tile_cells(model.info.n_layers, model.info.n_heads)).nbytes
     return out
 
 
-def table(out: dict) -> str:
-    mb = lambda n: f"{n / 1e6:,.0f} MB"  # noqa: E731
-    rows = [
-        ("tokens drawn", f"{out['tokens_drawn']:,}"),
-        ("Enter → mosaic drawn", f"{out['enter']['wall_s']:.1f} s wall, {out['enter']['server_cpu_s']:.1f} s server CPU, "
-                                  f"{out['enter']['bytes_received'] / 1e6:.2f} MB received"),
-        *((f"head pick {k + 1}", f"{p['wall_s']:.2f} s wall, {p['server_cpu_s']:.2f} s server CPU, "
-                                 f"{p['bytes_received'] / 1e6:.3f} MB") for k, p in enumerate(out["picks"])),
-        ("word level", f"{out['word_level']['wall_s']:.2f} s wall, {out['word_level']['server_cpu_s']:.2f} s CPU, "
-                       f"{out['word_level']['bytes_received'] / 1e6:.3f} MB"),
-        ("first token aside", f"{out['first_aside']['wall_s']:.2f} s wall, "
-                              f"{out['first_aside']['server_cpu_s']:.2f} s CPU, "
-                              f"{out['first_aside']['bytes_received'] / 1e6:.3f} MB"),
-        ("server RSS: start / model / after text / end", f"{mb(out['rss_start'])} / {mb(out['rss_with_model'])} / "
-                                                          f"{mb(out['rss_after_text'])} / {mb(out['rss_end'])}"),
-        ("server peak RSS (VmHWM)", mb(out["rss_peak"])),
-        ("held for the text (ReducedTrace.nbytes)", mb(out["held_bytes"])),
-        ("exception boxes", str(out["exceptions"])),
-    ]
-    return "| measure | value |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+def table(results: list[dict]) -> str:
+    mb = lambda n: f"{n / 1e6:,.0f}"  # noqa: E731
+    head = ("| tokens | Enter → mosaic: wall s | server CPU s | MB received | head pick: CPU s (max) | MB | "
+            "word level: CPU s | MB | first aside: CPU s | MB | RSS with model MB | after text MB | "
+            "peak RSS MB | held for the text MB | exceptions |")
+    rows = [head, "|" + "---:|" * (head.count("|") - 1)]
+    for out in results:
+        picks = out["picks"]
+        rows.append(
+            f"| {out['tokens_drawn']:,} | {out['enter']['wall_s']:.1f} | {out['enter']['server_cpu_s']:.1f} | "
+            f"{out['enter']['bytes_received'] / 1e6:.2f} | {max(p['server_cpu_s'] for p in picks):.2f} | "
+            f"{max(p['bytes_received'] for p in picks) / 1e6:.2f} | {out['word_level']['server_cpu_s']:.2f} | "
+            f"{out['word_level']['bytes_received'] / 1e6:.2f} | {out['first_aside']['server_cpu_s']:.2f} | "
+            f"{out['first_aside']['bytes_received'] / 1e6:.2f} | {mb(out['rss_with_model'])} | "
+            f"{mb(out['rss_after_text'])} | {mb(out['rss_peak'])} | {mb(out['held_bytes'])} | {out['exceptions']} |")
+    return "\n".join(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[4096])
     parser.add_argument("--picks", type=int, default=3)
     parser.add_argument("--budget-gb", type=float, default=2.5)
     parser.add_argument("--timeout-s", type=float, default=600)
@@ -121,10 +123,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.screenshot.parent.mkdir(exist_ok=True)
-    out = asyncio.run(run(args))
+    results = []
+    for tokens in args.tokens:
+        results.append(asyncio.run(run(args, tokens)))
+        print(table(results[-1:]), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    print(table(out))
+        args.json.write_text(json.dumps(results, indent=1))
+    print(table(results))
 
 
 if __name__ == "__main__":

@@ -151,3 +151,21 @@ def test_a_reduced_run_reserves_its_measured_peak():
     n, peak, estimate = map(int, done.stdout.split()[-3:])
     assert n > 1000
     assert peak <= estimate <= 4 * peak, (n, peak, estimate)
+
+
+def test_a_new_long_text_stops_the_run_for_the_last_one(monkeypatch):
+    """A visitor holds one heavy-work slot: typing another long text while the last one runs cancels that run
+    (no longer wanted) instead of refusing the new one as busy."""
+    require_offline(SMOLLM)
+    monkeypatch.setattr(shelf, "FULL_MAPS_TOKENS", 16)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"model": SMOLLM, "text": " ".join([TEXT] * 13)})  # a text no other test computes
+    at.run()
+    first = workbench().jobs.running()
+    assert len(first) == 1
+    at.text_input(key="text").set_value(TEXT + " And one more sentence.").run()
+    assert first[0].finished.is_set() and isinstance(first[0].error, Cancelled)
+    finish_jobs(at)
+    assert_clean(at)
+    assert not any("already" in w.value for w in at.warning)
+    assert chart(at, "model_view")["layout"]["meta"]["source_shape"][2] < 100  # the new text's

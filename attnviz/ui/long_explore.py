@@ -12,9 +12,11 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.ui import explore
-from attnviz.ui.common import over_budget_message, plot_text, t, workbench
+from attnviz.ui.common import over_budget_message, plot_text, session_id, t, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.workbench import OverBudget, shelf, traces
+
+LONG_RUN = "long_trace"  # the heavy action's key (and its button's)
 
 
 def render(model, source: str, text: str, text_b: str | None) -> None:
@@ -25,7 +27,8 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
         n = traces.n_tokens(model, text, text_b)
         full_gb = 4 * info.n_layers * info.n_heads * n * n / 1e9
         st.info(t("long_text", n=n, full=shelf.FULL_MAPS_TOKENS, gb=full_gb))
-        done = heavy_action("long_trace", t("long_run"), key,
+        stop_other_long_runs(key)
+        done = heavy_action(LONG_RUN, t("long_run"), key,
                             lambda job: traces.reduced(bench, *key, progress=job.progress) is not None,
                             lambda done, total: t("long_progress", done=done, total=total),
                             primary=True, autostart=True)
@@ -48,6 +51,20 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
     explore.next_token_predictions(model, key, long=True)
     explore.head_detectors(model, source)
     st.caption(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))
+
+
+# A layer of a 4,096-token SmolLM2 pass takes about 2 s of CPU: a cancelled run has stopped well within this.
+STOP_WAIT_S = 30.0
+
+
+def stop_other_long_runs(key: tuple) -> None:
+    """Cancel this visitor's run for another long text (a visitor holds one heavy-work slot, so the new text's
+    run would be refused as busy while the old one, no longer wanted, runs on), and wait for it to stop."""
+    me = session_id()
+    for job in workbench().jobs.running():
+        if job.session_id == me and job.key[1] == LONG_RUN and tuple(job.key[2:]) != key:
+            job.cancel()
+            job.finished.wait(timeout=STOP_WAIT_S)
 
 
 def mosaic(held, view_key: tuple, palette: str, scale: str) -> None:
