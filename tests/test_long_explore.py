@@ -47,7 +47,7 @@ def profile_row(at: AppTest) -> dict:
                          ids=["tokens", "words", "first-aside", "first-aside-words"])
 def test_a_long_text_draws_what_the_full_maps_draw(monkeypatch, options):
     require_offline(SMOLLM)
-    params = {"layer": "5", "head": "4", **options}
+    params = {"layer": "5", "head": "4", "query": "20", **options}  # "query" opens the query-key view
     full = explore(monkeypatch, shelf.FULL_MAPS_TOKENS, **params)
     long = explore(monkeypatch, 16, **params)
     assert not any(LONG_NOTE in c.value for c in full.caption)
@@ -65,6 +65,13 @@ def test_a_long_text_draws_what_the_full_maps_draw(monkeypatch, options):
     # float16 maps (the full path keeps) against float16 queries and keys (the reduced one keeps)
     np.testing.assert_allclose(z_array(head_long["data"][0]).astype(float),
                                z_array(head_full["data"][0]).astype(float), atol=3e-3)
+
+    bars_full, bars_long = chart(full, "qk_bars")["data"], chart(long, "qk_bars")["data"]
+    assert [b.get("name") for b in bars_full] == [b.get("name") for b in bars_long]
+    for a, b in zip(bars_full, bars_long):  # recorded float32 queries and keys against the kept float16 ones
+        assert a["x"] == b["x"], a.get("name")  # the same keys shown
+        np.testing.assert_allclose(z_array({"z": b["y"]}).astype(float), z_array({"z": a["y"]}).astype(float),
+                                   rtol=2e-2, atol=2e-2, err_msg=a.get("name"))
 
     row_full, row_long = profile_row(full), profile_row(long)
     assert row_full.keys() == row_long.keys()
