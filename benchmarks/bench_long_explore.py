@@ -29,18 +29,11 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import rss_bytes, streamlit_app  # noqa: E402
+from tests.browser import peak_rss_bytes, rss_bytes, streamlit_app  # noqa: E402
 from tests.load_driver import WORDS, Session, launch  # noqa: E402
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WARM_TEXT = "The keys to the cabinet are on the table."
-
-
-def peak_rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM")
 
 
 def long_text(tokens: int, seed: int = 0) -> str:
@@ -80,7 +73,7 @@ async def run(args, tokens: int) -> dict:
             await session.page.screenshot(path=str(args.screenshot.with_stem(f"{args.screenshot.stem}_{tokens}")),
                                           full_page=True)
             out["exceptions"] = await session.exceptions()
-            out["rss_end"], out["rss_peak"] = rss_bytes(pid), peak_rss(pid)
+            out["rss_end"], out["rss_peak"] = rss_bytes(pid), peak_rss_bytes(pid)
             await session.close()
             await browser.close()
     import attnviz  # the same text, to count what the server holds for it

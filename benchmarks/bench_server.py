@@ -53,7 +53,7 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
+from tests.browser import peak_rss_bytes, rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
 from tests.load_driver import (  # noqa: E402
     Session,
     concurrent_load,
@@ -67,14 +67,6 @@ from tests.load_driver import (  # noqa: E402
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WARM_TEXT = "The keys to the cabinet are on the table."
-
-
-def peak_rss_bytes(pid: int) -> int:
-    """Peak resident set size of a process so far (VmHWM in /proc/<pid>/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmHWM for pid {pid}")
 
 
 def mb(n: int | None) -> str:

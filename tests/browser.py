@@ -125,6 +125,14 @@ def server_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14 and 15
 
 
+def peak_rss_bytes(pid: int) -> int:
+    """Peak resident set size of a process so far (VmHWM in /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a process (VmRSS in /proc/<pid>/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
