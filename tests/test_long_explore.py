@@ -80,7 +80,8 @@ def test_a_long_text_draws_what_the_full_maps_draw(monkeypatch, options):
             assert abs(row_long[name] - value) <= 2e-3, (name, value, row_long[name])
         else:
             assert row_long[name] == value, name
-    assert shelf.model_for(workbench(), SMOLLM).info.max_tokens == 4096  # ATTNVIZ_MAX_TOKENS' default on CPU
+    model = shelf.model_for(workbench(), SMOLLM)
+    assert model.info.max_tokens == 512 and shelf.long_token_limit(model) == 4096  # the full-map pages cut at 512
 
 
 def test_cancel_stops_the_run_and_it_does_not_start_again_by_itself(monkeypatch):
@@ -140,7 +141,7 @@ bench = Workbench(budget=16_000_000_000)
 name = sys.argv[1]
 model = shelf.load_model(bench, shelf.check_source(name))
 text = " ".join(["The keys to the old cabinet are on the table, and the cat sleeps."] * 90)
-n = traces.n_tokens(model, text)
+n = traces.long_tokens(model, text)
 model.run_reduced("warm up the first pass's scratch " * 80)
 before = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # the high-water mark starts again from here

@@ -6,6 +6,7 @@ the forward pass is ours.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,11 +79,17 @@ class _OneLayer(Recorder):
 
 
 class LoadedModel:
-    def __init__(self, module: Transformer, tokenizer, info: ModelInfo, special_tokens: dict) -> None:
+    def __init__(self, module: Transformer, tokenizer, info: ModelInfo, special_tokens: dict,
+                 context_tokens: int | None = None) -> None:
         self.module = module
         self.tokenizer = tokenizer  # tokenizers.Tokenizer, truncation set to info.max_tokens
         self.info = info
+        # The longest input the model itself takes (its positions, its tokenizer's limit): `max_tokens` of an
+        # encode or a run_reduced may go up to it, past info.max_tokens (the default cut).
+        self.context_tokens = max(info.max_tokens, context_tokens or info.max_tokens)
         self.tokenizer.enable_truncation(max_length=info.max_tokens)
+        self._truncating: dict[int, object] = {}  # max_tokens -> a copy of the tokenizer that cuts there
+        self._truncating_lock = threading.Lock()
         pad = special_tokens.get("pad_token") or special_tokens.get("eos_token")
         self.pad_id = (tokenizer.token_to_id(pad) if pad else None) or 0
 
@@ -109,18 +116,21 @@ class LoadedModel:
         return 4 * n_texts * self.info.n_layers * self.info.n_heads * n_tokens * n_tokens
 
     def run_reduced(self, text: str, text_pair: str | None = None, tile: int = 64, *,
-                    chunk_rows: int = CHUNK_ROWS, keep_dtype=torch.float16, progress=None) -> ReducedTrace:
+                    chunk_rows: int = CHUNK_ROWS, keep_dtype=torch.float16, progress=None,
+                    max_tokens: int | None = None) -> ReducedTrace:
         """The views of a long text without its full maps (docs/architecture.md, "Long contexts"): pooled
         mosaic tiles of at most `tile` cells a side (the token view, with special tokens hidden, the word
         view), the head profile statistics, and the queries and keys in `keep_dtype` from which
         `ReducedTrace.head_window` recomputes any head's map over a window. The forward pass runs `chunk_rows`
         query rows at a time, so its transient is [H, chunk_rows, T], not [H, T, T]; `progress(layer,
-        n_layers)` is called as each layer finishes. Self-attention models only (not the translation models)."""
+        n_layers)` is called as each layer finishes; `max_tokens` cuts the text there instead of at
+        info.max_tokens (up to the model's own context, `context_tokens`). Self-attention models only (not the
+        translation models)."""
         if text_pair is not None and self.config.causal:
             raise ValueError("text_pair is for encoder models (BERT family); this model is a decoder")
         if not isinstance(text, str) or not text.strip():
             raise ValueError("the text is empty: type a sentence")
-        enc = self.encode(text, text_pair)
+        enc = self.encode(text, text_pair, max_tokens)
         if len(enc.ids) == 0:
             raise ValueError("the text produced no tokens")
         fields = self._token_fields(enc, text, text_pair)
@@ -180,9 +190,26 @@ class LoadedModel:
             return None
         return bytes(_BYTE_OF_CHAR[c] for c in token)
 
-    def encode(self, text: str, text_pair: str | None = None):
-        """The tokenizer's encoding (ids, offsets, specials), truncated to max_tokens."""
-        return self.tokenizer.encode(text) if text_pair is None else self.tokenizer.encode(text, text_pair)
+    def encode(self, text: str, text_pair: str | None = None, max_tokens: int | None = None):
+        """The tokenizer's encoding (ids, offsets, specials), truncated to info.max_tokens, or to `max_tokens`
+        (at most `context_tokens`) when given."""
+        tokenizer = self._tokenizer_for(max_tokens)
+        return tokenizer.encode(text) if text_pair is None else tokenizer.encode(text, text_pair)
+
+    def _tokenizer_for(self, max_tokens: int | None):
+        """The tokenizer cutting at `max_tokens`: the model's own for its default, else a copy made once (the
+        model's is shared by every caller, so its truncation is never changed)."""
+        if max_tokens is None or max_tokens == self.info.max_tokens:
+            return self.tokenizer
+        if not 2 <= max_tokens <= self.context_tokens:
+            raise ValueError(f"max_tokens must be between 2 and this model's {self.context_tokens} tokens, "
+                             f"got {max_tokens}")
+        with self._truncating_lock:
+            if max_tokens not in self._truncating:
+                copy = type(self.tokenizer).from_str(self.tokenizer.to_str())  # tokenizers.Tokenizer
+                copy.enable_truncation(max_length=max_tokens)
+                self._truncating[max_tokens] = copy
+            return self._truncating[max_tokens]
 
     @torch.inference_mode()
     def record(self, text: str, text_pair: str | None = None, names=("value_norms",),

@@ -127,7 +127,8 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     if planned:  # a split module's first weight may sit on "meta" (offloaded): inputs go to the main device
         info = dataclasses.replace(info, device=device)
     progress("ready")
-    return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens)
+    return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens,
+                       context_tokens=_token_limit(CONTEXT_UNBOUNDED, config, checkpoint))
 
 
 def build_module(hf_config: dict, tensors: dict, consume: bool = False) -> Transformer | EncoderDecoder:
@@ -225,6 +226,9 @@ def _dtype(dtype) -> torch.dtype:
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
     return DTYPES[dtype]
+
+
+CONTEXT_UNBOUNDED = 1 << 20  # a model that names no limit of its own (ALiBi, relative buckets): a million tokens
 
 
 def _token_limit(max_tokens: int, config, checkpoint) -> int:

@@ -127,8 +127,8 @@ def sentence_inputs(model) -> tuple[str, str]:
     st.selectbox(t("examples"), EXAMPLES, key="example", on_change=use_example, index=None,
                  placeholder="…")
     limit = max_input_chars()
-    text = st.text_input(t("sentence"), key="text", max_chars=limit, help=t("sentence_help", n=model.info.max_tokens,
-                                                                            full=shelf.FULL_MAPS_TOKENS))
+    text = st.text_input(t("sentence"), key="text", max_chars=limit,
+                         help=t("sentence_help", n=shelf.long_token_limit(model), full=shelf.FULL_MAPS_TOKENS))
     text_b = ""
     if not model.info.causal:
         text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=limit)
@@ -145,9 +145,10 @@ def max_input_chars() -> int:
     return max(MAX_TEXT, 16 * shelf.max_tokens_setting())
 
 
-def input_notices(model, trace) -> None:
+def input_notices(model, trace, limit: int | None = None) -> None:
+    """Truncation at `limit` (default: the model's full-map limit) and a text mostly of unknown tokens."""
     if trace.truncated:
-        st.warning(t("truncated", n=model.info.max_tokens))
+        st.warning(t("truncated", n=limit or model.info.max_tokens))
     unknown = [i for i, (tok, special) in enumerate(zip(trace.input_ids, trace.special_mask))
                if not special and model.tokenizer.id_to_token(tok) in UNKNOWN_TOKENS]
     real = sum(not s for s in trace.special_mask)

@@ -24,7 +24,7 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
     key = (source, text, text_b)
     held = traces.held_reduced(bench, *key)
     if held is None:
-        n = traces.n_tokens(model, text, text_b)
+        n = traces.long_tokens(model, text, text_b)
         full_gb = 4 * info.n_layers * info.n_heads * n * n / 1e9
         st.info(t("long_text", n=n, full=shelf.FULL_MAPS_TOKENS, gb=full_gb))
         stop_other_long_runs(key)
@@ -38,7 +38,7 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
         if held is None:  # made, then evicted at once by other visitors' work
             st.warning(t("long_evicted"))
             return
-    explore.input_notices(model, held)
+    explore.input_notices(model, held, shelf.long_token_limit(model))
     explore.token_chips(held)
     level, hide_special, scale, palette, first_aside = explore.view_options(held)
     view_key = (source, text, text_b, level, hide_special, "raw", True, first_aside)

@@ -43,9 +43,10 @@ PRESETS = [
 ]
 # Suggested when a text is mostly [UNK] for the current vocabulary.
 WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-# Texts up to FULL_MAPS_TOKENS get full [L, H, T, T] traces (every view exact, lenses, ablation, exports);
-# longer ones, up to max_tokens_setting(), reduced traces (workbench.traces.reduced: docs/architecture.md,
-# "Long contexts"). The models' tokenizers truncate at the longer limit.
+# Texts up to FULL_MAPS_TOKENS get full [L, H, T, T] traces (every view exact, lenses, ablation, exports): the
+# models are loaded with this limit, so every page that needs full maps cuts a text there, as before. The
+# Explore page draws longer ones, up to long_token_limit(model), from reduced traces (workbench.traces.reduced:
+# docs/architecture.md, "Long contexts").
 FULL_MAPS_TOKENS = 512
 MAX_TOKENS_VARIABLE = "ATTNVIZ_MAX_TOKENS"
 DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS_GPU = 4096, 8192
@@ -60,6 +61,11 @@ def max_tokens_setting(environ=os.environ) -> int:
     if not raw.isascii() or not raw.isdigit() or int(raw) < 2:
         raise ValueError(f"{MAX_TOKENS_VARIABLE} must be a whole number of tokens, at least 2, got {raw!r}")
     return int(raw)
+
+
+def long_token_limit(model) -> int:
+    """The longest text the Explore page takes for this model: the setting, within the model's own context."""
+    return min(max_tokens_setting(), getattr(model, "context_tokens", model.info.max_tokens))
 RANDOM_MARIAN_BYTES = 200_000_000  # the untrained translation model: 44.7M parameters, 179 MB
 RANDOM_MARIAN_TOKENS = 128
 
@@ -196,7 +202,7 @@ def parameter_bytes(module) -> int:
 def _load_within(bench: Workbench, source: AppSource, need: int, progress, dtype: torch.dtype = torch.float32):
     with bench.reserve(need):
         limit = bench.free_bytes() + need
-        model = attnviz.load(source.location, max_tokens=max_tokens_setting(), progress=progress,
+        model = attnviz.load(source.location, max_tokens=FULL_MAPS_TOKENS, progress=progress,
                              from_hub=source.from_hub, memory_limit=limit, dtype=dtype)
     # Pages show the model by what the visitor typed, never by the server path it resolved to.
     model.info = dataclasses.replace(model.info, name=source.name)

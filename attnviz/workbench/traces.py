@@ -68,21 +68,30 @@ def trace(bench: Workbench, name: str, text: str, text_pair: str | None):
 
 
 def n_tokens(model, text: str, text_pair: str | None = None) -> int:
+    """Tokens of the text as the full-map pages cut it (the model's own limit, FULL_MAPS_TOKENS)."""
     return len(model.encode(text, text_pair).ids)
+
+
+def long_tokens(model, text: str, text_pair: str | None = None) -> int:
+    """Tokens of the text as the Explore page's long path cuts it (shelf.long_token_limit)."""
+    return len(model.encode(text, text_pair, shelf.long_token_limit(model)).ids)
 
 
 def is_long(model, text: str, text_pair: str | None = None) -> bool:
     """Whether the Explore page draws this text from a reduced trace (`reduced`): past FULL_MAPS_TOKENS, the
     full maps of SmolLM2 would be 1.1 GB in float32 at 1,024 tokens and 18 GB at 4,096."""
-    return n_tokens(model, text, text_pair) > shelf.FULL_MAPS_TOKENS
+    return long_tokens(model, text, text_pair) > shelf.FULL_MAPS_TOKENS
 
 
-# A reduced run's peak beyond what it keeps: each block of CHUNK_ROWS query rows [H, rows, T] in float32 and
-# the copies made while reducing it (scores, softmax, the products of the statistics and poolings), and a fixed
-# allowance for the activations and the allocator. The pass's own peak measured by
-# benchmarks/bench_long_context.py for SmolLM2: 195 MB at 1,024 tokens, 426 at 2,048, 642 at 4,096, 1,042 at
-# 8,192 (what it keeps: 53, 104, 205, 408); checked against VmHWM by tests/test_long_explore.py.
-REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 10, 140_000_000
+# A reduced run's peak beyond what it keeps: each block of REDUCED_CHUNK_ROWS query rows [H, rows, T] in float32
+# and the copies made while reducing it (scores, softmax, the products of the statistics and poolings), and a
+# fixed allowance for the activations and the heap the allocator keeps. Blocks of 128 rows, not run_reduced's
+# 256: the same CPU (28-35 s a pass either way) and about 100 MB less at 3,100 tokens. Measured in a warm
+# process, each pass in a thread of its own as in the app (SmolLM2, ~3,100 tokens, three passes): 402-477 MB
+# over the RSS before it, with 256-row blocks 499-772 MB; the margin is for a long-lived server's heap (a
+# 2.5 GB server reached 2.57 GB on three 4,096-token tabs with the first estimate, 10 blocks of 256 rows + 140 MB).
+# Checked against VmHWM by tests/test_long_explore.py and, on one server, by tests/test_hostile_memory.py.
+REDUCED_CHUNK_ROWS, REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 128, 20, 200_000_000
 
 
 def reduced_held_bytes(model, n: int) -> int:
@@ -96,9 +105,7 @@ def reduced_held_bytes(model, n: int) -> int:
 
 def reduced_bytes(model, n: int) -> int:
     """Peak bytes of one reduced run of `n` tokens (LoadedModel.run_reduced)."""
-    from attnviz.transformer.reduce import CHUNK_ROWS
-
-    block = 4 * model.config.n_heads * min(CHUNK_ROWS, n) * n
+    block = 4 * model.config.n_heads * min(REDUCED_CHUNK_ROWS, n) * n
     return reduced_held_bytes(model, n) + REDUCED_BLOCK_COPIES * block + REDUCED_OVERHEAD
 
 
@@ -117,7 +124,7 @@ def reduced(bench: Workbench, name: str, text: str, text_pair: str | None, progr
     if held is not None:
         return held
     model = model_for(bench, name)
-    n = n_tokens(model, text, text_pair)
+    n = long_tokens(model, text, text_pair)
     keeps = reduced_held_bytes(model, n)
     if keeps > bench.traces.capacity:  # it would be dropped as soon as it was made, and asked for again
         raise OverBudget(keeps, bench.traces.capacity, bench.traces.total_bytes)
@@ -130,6 +137,7 @@ def reduced(bench: Workbench, name: str, text: str, text_pair: str | None, progr
         if held is None:
             with bench.reserve(need, keep_model=name):
                 held = model.run_reduced(text, text_pair, tile=tile_cells(info.n_layers, info.n_heads),
+                                         max_tokens=shelf.long_token_limit(model), chunk_rows=REDUCED_CHUNK_ROWS,
                                          progress=None if progress is None else lambda layer, n_layers:
                                          progress(layer + 1, n_layers))
                 trim_heap()  # the blocks just freed
