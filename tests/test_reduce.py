@@ -230,3 +230,21 @@ def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_
         np.testing.assert_allclose(a.statistics[name], b.statistics[name], atol=1e-6)
     np.testing.assert_allclose(a.queries, b.queries, atol=1e-6)
     assert np.array_equal(a.argmax, b.argmax)
+
+
+def test_a_model_loaded_at_512_tokens_reduces_a_longer_text_up_to_its_context(smollm):
+    """`max_tokens` of run_reduced (and encode) cuts past the load's 512, up to the model's own context, with a
+    copy of the tokenizer (the shared one keeps its cut); an encoder's cut keeps its closing special token."""
+    text = " ".join(["The keys to the old cabinet are on the table."] * 120)  # about 1,300 tokens
+    assert smollm.info.max_tokens == 512 and smollm.context_tokens == 8192
+    assert len(smollm.encode(text).ids) == 512
+    reduced = smollm.run_reduced(text, max_tokens=1000)
+    assert len(reduced.tokens) == 1000 and reduced.truncated and reduced.queries.shape[2] == 1000
+    assert len(smollm.encode(text).ids) == 512  # the model's own tokenizer is unchanged
+    with pytest.raises(ValueError, match="max_tokens must be between 2 and this model's 8192"):
+        smollm.encode(text, max_tokens=9000)
+    from attnviz.loading.random_model import random_model
+
+    encoder = random_model(max_tokens=64)
+    cut = encoder.encode("a b c d e f g h i j k l", max_tokens=10)  # one token a byte: 23 + 2 specials
+    assert len(cut.ids) == 10 and cut.tokens[0] == "[CLS]" and cut.tokens[-1] == "[SEP]", cut.tokens
