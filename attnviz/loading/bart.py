@@ -7,42 +7,26 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.activations import activation
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.marian import _attention, _block_rest
+from attnviz.loading.marian import _attention, _block_rest, check_equal_widths, shared_settings
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
 BART_POSITION_OFFSET = 2
 
 
 def bart_config(hf: dict) -> Seq2SeqConfig:
-    pairs = [("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")]
-    differ = {a: (hf.get(a), hf.get(b)) for a, b in pairs if hf.get(a) != hf.get(b)}
-    if differ:
-        raise ValueError(f"encoder and decoder of different widths are not supported: {differ}")
+    check_equal_widths(hf)
     if hf.get("normalize_before") or hf.get("add_final_layer_norm"):
         raise ValueError("pre-norm BART variants (mBART-style normalize_before / add_final_layer_norm) are not "
                          "supported")
-    eos = hf.get("eos_token_id", 2)
     return Seq2SeqConfig(
-        vocab_size=hf["vocab_size"],
-        d_model=hf["d_model"],
-        n_heads=hf["encoder_attention_heads"],
-        encoder_layers=hf["encoder_layers"],
-        decoder_layers=hf["decoder_layers"],
-        d_ff=hf["encoder_ffn_dim"],
-        activation=activation(hf.get("activation_function", "gelu")),
-        max_positions=hf["max_position_embeddings"],
+        **shared_settings(hf, default_activation="gelu", default_eos=2),
         positions="learned",
         position_offset=BART_POSITION_OFFSET,
         embedding_norm=True,
-        scale_embedding=bool(hf.get("scale_embedding", False)),
         share_embeddings=True,
-        tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
         pad_token_id=hf.get("pad_token_id", 1),
-        eos_token_id=eos[0] if isinstance(eos, list) else eos,
         decoder_start_token_id=hf.get("decoder_start_token_id", 2),
-        bad_token_ids=tuple(ids[0] for ids in (hf.get("bad_words_ids") or []) if len(ids) == 1),
         forced_eos=hf.get("forced_eos_token_id") is not None,
         forced_bos_token_id=hf.get("forced_bos_token_id"),
     )

@@ -11,34 +11,46 @@ from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
 
-def marian_config(hf: dict) -> Seq2SeqConfig:
+def check_equal_widths(hf: dict) -> None:
+    """Marian's and BART's configs name the encoder's and the decoder's widths apart; ours has one of each."""
     pairs = [("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")]
     differ = {a: (hf.get(a), hf.get(b)) for a, b in pairs if hf.get(a) != hf.get(b)}
     if differ:
         raise ValueError(f"encoder and decoder of different widths are not supported: {differ}")
-    if hf.get("normalize_before") or hf.get("add_final_layer_norm") or hf.get("normalize_embedding"):
-        raise ValueError("pre-norm / embedding-norm Marian variants (mBART-style) are not supported")
-    shared = bool(hf.get("share_encoder_decoder_embeddings", True))
-    eos = hf.get("eos_token_id", 0)
-    bad = tuple(ids[0] for ids in (hf.get("bad_words_ids") or []) if len(ids) == 1)
-    return Seq2SeqConfig(
+
+
+def shared_settings(hf: dict, default_activation: str, default_eos: int) -> dict:
+    """The Seq2SeqConfig settings Marian's and BART's configs (one schema, BART's) give alike."""
+    eos = hf.get("eos_token_id", default_eos)
+    return dict(
         vocab_size=hf["vocab_size"],
-        decoder_vocab_size=None if shared else hf.get("decoder_vocab_size") or hf["vocab_size"],
         d_model=hf["d_model"],
         n_heads=hf["encoder_attention_heads"],
         encoder_layers=hf["encoder_layers"],
         decoder_layers=hf["decoder_layers"],
         d_ff=hf["encoder_ffn_dim"],
-        activation=activation(hf.get("activation_function", "swish")),
+        activation=activation(hf.get("activation_function", default_activation)),
         max_positions=hf["max_position_embeddings"],
         scale_embedding=bool(hf.get("scale_embedding", False)),
-        share_embeddings=shared,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        pad_token_id=hf["pad_token_id"],
         eos_token_id=eos[0] if isinstance(eos, list) else eos,
+        bad_token_ids=tuple(ids[0] for ids in (hf.get("bad_words_ids") or []) if len(ids) == 1),
+    )
+
+
+def marian_config(hf: dict) -> Seq2SeqConfig:
+    check_equal_widths(hf)
+    if hf.get("normalize_before") or hf.get("add_final_layer_norm") or hf.get("normalize_embedding"):
+        raise ValueError("pre-norm / embedding-norm Marian variants (mBART-style) are not supported")
+    shared = bool(hf.get("share_encoder_decoder_embeddings", True))
+    settings = shared_settings(hf, default_activation="swish", default_eos=0)
+    return Seq2SeqConfig(
+        **settings,
+        decoder_vocab_size=None if shared else hf.get("decoder_vocab_size") or hf["vocab_size"],
+        share_embeddings=shared,
+        pad_token_id=hf["pad_token_id"],
         decoder_start_token_id=hf.get("decoder_start_token_id", hf["pad_token_id"]),
-        bad_token_ids=bad,
-        forced_eos=hf.get("forced_eos_token_id", eos) is not None,
+        forced_eos=hf.get("forced_eos_token_id", hf.get("eos_token_id", 0)) is not None,
     )
 
 
