@@ -18,7 +18,8 @@ import torch
 from attnviz.loading import build_module
 from attnviz.transformer.record import Recorder
 from attnviz.transformer.relative import relative_position_bucket
-from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqCache
+from attnviz.transformer.seq2seq import EncoderDecoder
+from tests.test_seq2seq import decode_step_by_step
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 VOCAB = 61
@@ -193,17 +194,8 @@ def test_kv_cache_decoding_equals_full_forward(family):
     make, special = FAMILIES[family]
     ours = ours_from(make())
     src, mask, tgt = (x[1:] for x in ids_batch(*special))  # the padded row: the cache takes target padding only
-    with torch.no_grad():
-        full = ours(src, tgt, attention_mask=mask)
-        encoder_hidden = ours.encode(src, mask)
-        cache = Seq2SeqCache(ours.config.decoder_layers)
-        steps = []
-        for t in range(tgt.shape[1]):
-            record, cross = Recorder("attentions"), Recorder("attentions")
-            _, logits = ours.decode(tgt[:, t:t + 1], encoder_hidden, mask, record=record, cross_record=cross,
-                                    cache=cache)
-            steps.append(logits)
-    assert (torch.cat(steps, dim=1) - full.logits).abs().max().item() <= HIDDEN_TOL
+    full, stepped, _, record, cross = decode_step_by_step(ours, src, mask, tgt)
+    assert (stepped - full.logits).abs().max().item() <= HIDDEN_TOL
     last_self, last_cross = record.stacked("attentions"), cross.stacked("attentions")  # L, 1, H, 1, T / S
     assert (last_self[..., 0, :] - full.decoder_attentions[..., -1, :]).abs().max().item() <= ATTENTION_TOL
     assert (last_cross[..., 0, :] - full.cross_attentions[..., -1, :]).abs().max().item() <= ATTENTION_TOL

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnviz.loading import build_module
+from attnviz.transformer.record import Recorder
 from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqCache, Seq2SeqConfig, sinusoidal_positions
 
 PAD, EOS = 58, 0
@@ -138,20 +139,29 @@ def test_greedy_never_emits_a_banned_token_as_hf():
     assert PAD in unbanned[0, 1:-1].tolist()
 
 
+@torch.no_grad()
+def decode_step_by_step(ours, src, src_mask, tgt):
+    """The full forward pass, and the same target decoded one token at a time with a Seq2SeqCache: (full,
+    the steps' logits joined, the cache, the last step's self- and cross-attention Recorders)."""
+    full = ours(src, tgt, attention_mask=src_mask)
+    encoder_hidden = ours.encode(src, src_mask)
+    cache = Seq2SeqCache(ours.config.decoder_layers)
+    steps = []
+    for t in range(tgt.shape[1]):
+        record, cross = Recorder("attentions"), Recorder("attentions")
+        _, logits = ours.decode(tgt[:, t:t + 1], encoder_hidden, src_mask, record=record, cross_record=cross,
+                                cache=cache)
+        steps.append(logits)
+    return full, torch.cat(steps, dim=1), cache, record, cross
+
+
 def test_kv_cache_decoding_equals_full_forward():
     hf = hf_marian()
     ours = ours_from(hf)
     src, src_mask, tgt = ids_batch()
     src, src_mask, tgt = src[1:], src_mask[1:], tgt[1:]  # one row: the cache takes no padding
-    with torch.no_grad():
-        full = ours(src, tgt, attention_mask=src_mask)
-        encoder_hidden = ours.encode(src, src_mask)
-        cache = Seq2SeqCache(ours.config.decoder_layers)
-        steps = []
-        for t in range(tgt.shape[1]):
-            _, logits = ours.decode(tgt[:, t:t + 1], encoder_hidden, src_mask, cache=cache)
-            steps.append(logits)
-    assert (torch.cat(steps, dim=1) - full.logits).abs().max().item() <= 1e-5
+    full, stepped, cache, _, _ = decode_step_by_step(ours, src, src_mask, tgt)
+    assert (stepped - full.logits).abs().max().item() <= 1e-5
     d = ours.config.head_dim
     # self-attention: T positions per layer; cross: the S encoder positions once, not once per step
     assert cache.self_attention[0].keys.shape == (1, 4, tgt.shape[1], d)
