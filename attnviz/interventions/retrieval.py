@@ -84,12 +84,12 @@ class AblationComparison:
 def _piece(model: LoadedModel, text: str) -> list[int]:
     """Token ids of a text fragment, without the tokenizer's special tokens. Prompts are assembled from such
     fragments so that the needle's tokens, and so its span, are known exactly."""
-    return model.tokenizer.encode(text, add_special_tokens=False).ids
+    return model.encode(text, add_special_tokens=False).ids
 
 
 def _leading_specials(model: LoadedModel) -> list[int]:
     """The special tokens the tokenizer puts before a text (a BOS where the model has one; SmolLM2 none)."""
-    enc = model.tokenizer.encode("x")
+    enc = model.encode("x")
     lead = []
     for token_id, special in zip(enc.ids, enc.special_tokens_mask, strict=True):
         if not special:

@@ -38,7 +38,7 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
             bench.views.put(shared_key(name, builtin, relation, sink_aware), held, 4 * len(json.dumps(held)) + 1_000)
         return held
     texts = sorted({item.text for item in items}, key=len)
-    longest = max(len(e.ids) for e in model.tokenizer.encode_batch(texts[-8:]))  # sorted by characters
+    longest = max(len(e.ids) for e in model.encode_batch(texts[-8:]))  # sorted by characters
     per_text = trace_bytes(model, longest) - TRACE_OVERHEAD  # the overhead is paid once a batch
     batch_size = max(1, min(32, BATCH_BYTES // per_text))
     # A batch's traces, and scoring its largest trace (they are scored one after another).
@@ -107,7 +107,7 @@ def example_traces(bench: Workbench, model, name: str, items, hold=contextlib.nu
 def _run_examples(bench: Workbench, model, name: str, missing: list[str], traces: dict) -> None:
     for start in range(0, len(missing), EXAMPLE_BATCH):
         batch = missing[start:start + EXAMPLE_BATCH]
-        longest = max(len(e.ids) for e in model.tokenizer.encode_batch(batch))
+        longest = max(len(e.ids) for e in model.encode_batch(batch))
         # the padded float32 batch and the per-text slices cut from it
         with bench.reserve(trace_bytes(model, longest, 2 * len(batch)), keep_model=name):
             for text, held in zip(batch, model.run_batch(batch)):
