@@ -39,18 +39,20 @@ def error_of(kind: str, data: bytes | str, name: str) -> str:
 
 
 def test_a_30000_word_conllu_sentence_parses_in_linear_time(monkeypatch):
+    # CPU seconds, not wall: on CI's shared 2 cores the 0.3 s parse took 1.02 s of wall time. The
+    # bounds are ~10x the idle figures and far below the quadratic reader's 83 s.
     data = conllu_sentence(30_000)
-    start = time.perf_counter()
+    start = time.process_time()
     message = error_of("conllu", data, "long.conllu")  # the stated limit refuses it at once...
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert message == (f"long.conllu, line {MAX_ITEM_WORDS + 1}: a sentence of more than {MAX_ITEM_WORDS} words;"
                        " split it")
     # ...and without the limit the reader is linear: every arc no longer re-checks and re-joins the
     # sentence (it took 83 s, quadratic in the words).
     monkeypatch.setattr(items, "MAX_ITEM_WORDS", 100_000)
-    start = time.perf_counter()
+    start = time.process_time()
     parsed = parse_items("conllu", data, "long.conllu")
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 4.0
     assert len(parsed) == 29_999
     assert parsed[5].text is parsed[0].text  # joined once, shared by the sentence's items
     assert parsed[5].word_spans == parsed[0].word_spans and parsed[5].words is parsed[0].words
