@@ -3,12 +3,16 @@ what attnviz.analysis computes for the same text, not only change."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis import lenses
 from attnviz.analysis.query_key import query_key
+from attnviz.analysis.sink import trace_first_aside
+from attnviz.analysis.views import attention_view
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.jobs import finish_jobs
 from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
@@ -188,3 +192,35 @@ def test_query_key_view_of_a_gqa_decoder_names_rotary_and_the_kv_head(app):
     assert np.isnan(heat[np.triu_indices(len(heat), 1)]).all()  # causal: the future stays masked
     np.testing.assert_allclose(np.nansum(heat, axis=1), 1, atol=3e-3)
     app.selectbox(key="model_preset").set_value(MINILM).run()
+
+
+# ~60 SmolLM2 tokens; layer 18 head 8 is a sink head (nearly all of every row on the first token)
+SINK_TEXT = ("The keys to the old cabinet are on the table. The animal didn't cross the street because it was "
+             "too tired, and the author that the critics praise writes beautiful books.")
+
+
+def test_lenses_with_the_first_token_aside_are_set_aside_in_float32(smollm):
+    """A sink head's rows keep ~1e-7 off the first token: renormalised from float16 lens weights they came out
+    0 or 1. The page's set-aside value and rollout views must equal the float32 weights set aside."""
+    full = smollm.run(SINK_TEXT)
+    norms = smollm.record(SINK_TEXT, names=("value_norms",))["value_norms"]
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"model": SMOLLM, "text": SINK_TEXT, "lens": "value", "first_aside": "1",
+                            "layer": "18", "head": "8"})
+    finish_jobs(at.run())
+    assert_clean(at)
+    # each lens where float16 loses most: value layer 18 head 8 (0.24 off), rollout layer 29 (1.0 off)
+    for lens, weights, layer, head, lost in (
+            ("value", lenses.value_weighted(full.attentions, norms, normalise=True), 18, 8, 0.1),
+            ("rollout", lenses.rollout(full.attentions)[:, None], 29, 0, 0.5)):
+        if lens == "rollout":
+            at.radio(key="lens").set_value("rollout").run()
+            at.selectbox(key="layer").set_value(layer).run()
+            assert_clean(at)
+        expected = attention_view(trace_first_aside(replace(full, attentions=weights)), "token", True).attentions
+        shown = np.nan_to_num(heatmap(at))  # nan: the causal future
+        np.testing.assert_allclose(shown, expected[layer, head], atol=1e-3, err_msg=lens)
+        # the same weights set aside from their float16 copy, as before: this text does reach that case
+        rounded = trace_first_aside(replace(full, attentions=weights.astype(np.float16)))
+        rounded_view = attention_view(rounded, "token", True).attentions[layer, head].astype(np.float64)
+        assert np.abs(rounded_view - expected[layer, head]).max() > lost, lens

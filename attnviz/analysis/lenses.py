@@ -37,16 +37,20 @@ def _attention_array(attentions) -> np.ndarray:
     return a
 
 
-def value_weighted(attentions, value_norms, normalise: bool = False) -> np.ndarray:
+def value_weighted(attentions, value_norms, normalise: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """[L, H, T, S] float32: alpha_ij * ||f_h(x_j)|| from attentions [L, H, T, S] and value_norms
     [L, H, S] (`Recorder("value_norms")`). With `normalise`, each row is divided by its sum, so it reads
-    as a share like alpha does; a row that sums to 0 stays 0."""
+    as a share like alpha does; a row that sums to 0 stays 0. `out`, a float32 array of the attentions'
+    shape, receives the result; it may be the attentions themselves (computed in place, one layer at a time)."""
     a = _attention_array(attentions)
     norms = np.asarray(value_norms)
     if norms.shape != (a.shape[0], a.shape[1], a.shape[3]):
         raise ValueError(f"value_norms must be [layers, heads, S] = {(a.shape[0], a.shape[1], a.shape[3])}, "
                          f"got {norms.shape}")
-    out = np.empty(a.shape, dtype=np.float32)
+    if out is None:
+        out = np.empty(a.shape, dtype=np.float32)
+    elif out.shape != a.shape or out.dtype != np.float32:
+        raise ValueError(f"out must be float32 {a.shape}, got {out.dtype} {out.shape}")
     for layer in range(a.shape[0]):  # one layer at a time: no full-size float64 copy
         weighted = a[layer].astype(np.float32) * norms[layer, :, None, :].astype(np.float32)  # H, T, S
         if normalise:

@@ -11,7 +11,7 @@ from attnviz.analysis import lenses
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
-from attnviz.workbench.traces import aside_view, trace, trace_bytes
+from attnviz.workbench.traces import aside_view, first_aside_view, n_tokens, trace, trace_bytes
 
 
 def value_norms(bench: Workbench, name: str, text: str, text_pair: str | None) -> np.ndarray:
@@ -75,22 +75,53 @@ def lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, lev
     key = ("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise), bool(first_aside))
     held = bench.views.get(key)
     if held is None:
-        weights = lens_attentions(bench, name, text, text_pair, lens, normalise)
-        if weights is None:
-            raise ValueError(f"the {lens} lens has not been computed for this text")
-        weighted = dataclasses.replace(trace(bench, name, text, text_pair), attentions=weights)
-        with bench.reserve(3 * weights.nbytes, keep_model=name):
-            made = aside_view(weighted, level, hide_special, first_aside)
-            peak = None
-            if lens == "value" and not normalise and not hide_special and not first_aside:
-                peak = float(np.max(made.attentions, initial=0.0))
-                if peak > 0:
-                    made = dataclasses.replace(made, attentions=(made.attentions / np.float32(peak)).astype(
-                        made.attentions.dtype))
+        if first_aside and lens in ("value", "rollout"):
+            made, peak = lens_first_aside_view(bench, name, text, text_pair, level, hide_special, lens, normalise), None
+        else:
+            made, peak = float16_lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise,
+                                           first_aside)
         made.attentions.setflags(write=False)
         held = (made, peak)
         bench.views.put(key, held, made.attentions.nbytes)
     return held[0]
+
+
+def float16_lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
+                      lens: str, normalise: bool, first_aside: bool):
+    """(view, peak) of the shared float16 lens weights (lens_attentions)."""
+    weights = lens_attentions(bench, name, text, text_pair, lens, normalise)
+    if weights is None:
+        raise ValueError(f"the {lens} lens has not been computed for this text")
+    weighted = dataclasses.replace(trace(bench, name, text, text_pair), attentions=weights)
+    with bench.reserve(3 * weights.nbytes, keep_model=name):
+        made = aside_view(weighted, level, hide_special, first_aside)
+        peak = None
+        if lens == "value" and not normalise and not hide_special and not first_aside:
+            peak = float(np.max(made.attentions, initial=0.0))
+            if peak > 0:
+                made = dataclasses.replace(made, attentions=(made.attentions / np.float32(peak)).astype(
+                    made.attentions.dtype))
+    return made, peak
+
+
+def lens_first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str,
+                          hide_special: bool, lens: str, normalise: bool):
+    """The value or rollout view with the first token set aside, from float32 weights (traces.first_aside_view):
+    set aside from the float16 lens weights, a sink head's rows lose what float16 cannot hold next to its
+    first-token weight, as raw weights do. Flow keeps its float16 weights (computed once, as a heavy action)."""
+    if lens == "value":
+        norms = value_norms(bench, name, text, text_pair)  # before the reservation: it may load
+
+        def weigh(attentions):
+            return lenses.value_weighted(attentions, norms, normalise, out=attentions)
+
+        return first_aside_view(bench, name, text, text_pair, level, hide_special, weigh)
+    model = model_for(bench, name)
+    n = n_tokens(model, text, text_pair)
+    # rollout: its float64 residual steps and the float32 [L, 1, T, T] result beside the probabilities
+    return first_aside_view(bench, name, text, text_pair, level, hide_special,
+                            lambda attentions: lenses.rollout(attentions)[:, None],
+                            extra_bytes=12 * model.info.n_layers * n * n)
 
 
 def lens_peak(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,

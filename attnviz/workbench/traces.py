@@ -209,23 +209,27 @@ def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: s
     return bench.shared_value(key, make, lambda v: v.attentions.nbytes)
 
 
-def first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool):
+def first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
+                     weigh=None, extra_bytes: int = 0):
     """The view with the first token set aside (aside_view), renormalised in float32 and then kept in float16.
     The app's float16 trace cannot be renormalised: a sink head leaves 1e-7 of a row's weight off the first
     token, below float16's resolution next to 1, and such rows came out 0 or 1 (SmolLM2 layer 18 head 8: 0.99
     off the float32 view). So a float32 trace is computed for it (the trace's own peak, reserved again) and set
-    aside in place, then its float16 copy and the view (2 bytes a cell each) are made as for any view."""
+    aside in place, then its float16 copy and the view (2 bytes a cell each) are made as for any view.
+    `weigh`, when given, first turns the float32 probabilities into lens weights [L, H or 1, T, S] float32
+    (workbench.lenses), in place or within `extra_bytes` more."""
     model = model_for(bench, name)
     n = n_tokens(model, text, text_pair)
-    need = trace_bytes(model, n) + 4 * model.info.n_layers * model.info.n_heads * n * n
+    need = trace_bytes(model, n) + 4 * model.info.n_layers * model.info.n_heads * n * n + extra_bytes
     with bench.run_slot(need), bench.reserve(need, keep_model=name):
         full = model.run(text, text_pair)
-        for layer in full.attentions:  # first_token_aside, in place: no second float32 copy
+        weights = full.attentions if weigh is None else weigh(full.attentions)
+        for layer in weights:  # first_token_aside, in place: no second float32 copy
             layer[..., 0] = 0.0
             totals = layer.sum(axis=-1, keepdims=True)
             np.divide(layer, totals, out=layer, where=totals > 0)
-        aside = compact(dataclasses.replace(first_aside_positions(full, hide_special), attentions=full.attentions))
-        del full
+        aside = compact(dataclasses.replace(first_aside_positions(full, hide_special), attentions=weights))
+        del full, weights
         made = attention_view(aside, level, level == "token")
         trim_heap()
     return made
