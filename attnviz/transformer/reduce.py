@@ -145,7 +145,9 @@ class Reducer:
     def begin(self, n_layers: int) -> None:
         self.n_layers = n_layers
         self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(n_layers)]
-        self.kept: list[dict[str, torch.Tensor]] = [{} for _ in range(n_layers)]
+        # "queries" [L, H, T, D], "keys" [L, K, S, D] on the CPU in keep_dtype, made at the first layer's and
+        # filled a layer at a time: a stack at the end would hold them twice (160 MB more at 3,100 SmolLM2 tokens)
+        self.kept: dict[str, torch.Tensor] = {}
 
     def at(self, layer: int) -> _LayerReducer:
         return _LayerReducer(self, layer)
@@ -255,8 +257,8 @@ class Reducer:
             "argmax": np.stack([layer["argmax"].cpu().numpy() for layer in self.layers]),
             "tiles": {name: np.stack([layer["tiles:" + name].cpu().numpy() for layer in self.layers])
                       for name in self.poolings},
-            "queries": torch.stack([k["queries"].cpu() for k in self.kept]).numpy(),
-            "keys": torch.stack([k["keys"].cpu() for k in self.kept]).numpy(),
+            "queries": self.kept["queries"].numpy(),
+            "keys": self.kept["keys"].numpy(),
         }
 
 
@@ -270,8 +272,12 @@ class _LayerReducer:
         return name in Reducer.names
 
     def keep(self, name: str, tensor: torch.Tensor) -> None:
-        if self.wants(name):  # batch 1: [H or K, T, D], rounded to keep_dtype
-            self.reducer.kept[self.layer][name] = tensor[0].to(self.reducer.keep_dtype)
+        if not self.wants(name):
+            return
+        kept = self.reducer.kept
+        if name not in kept:  # batch 1: [H or K, T, D] a layer
+            kept[name] = torch.empty((self.reducer.n_layers, *tensor.shape[1:]), dtype=self.reducer.keep_dtype)
+        kept[name][self.layer].copy_(tensor[0])  # rounded to keep_dtype (and brought to the CPU) in the copy
 
     def chunk_rows(self) -> int:
         return self.reducer.rows

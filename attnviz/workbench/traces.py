@@ -86,12 +86,14 @@ def is_long(model, text: str, text_pair: str | None = None) -> bool:
 # A reduced run's peak beyond what it keeps: each block of REDUCED_CHUNK_ROWS query rows [H, rows, T] in float32
 # and the copies made while reducing it (scores, softmax, the products of the statistics and poolings), and a
 # fixed allowance for the activations and the heap the allocator keeps. Blocks of 128 rows, not run_reduced's
-# 256: the same CPU (28-35 s a pass either way) and about 100 MB less at 3,100 tokens. Measured in a warm
-# process, each pass in a thread of its own as in the app (SmolLM2, ~3,100 tokens, three passes): 402-477 MB
-# over the RSS before it, with 256-row blocks 499-772 MB; the margin is for a long-lived server's heap (a
-# 2.5 GB server reached 2.57 GB on three 4,096-token tabs with the first estimate, 10 blocks of 256 rows + 140 MB).
+# 256: the same CPU (28-35 s a pass either way) and about 100 MB less at 3,100 tokens. The blocks grow with
+# their rows (the causal skip), so glibc's heap keeps freed ones it cannot reuse: in a warm process, each pass in
+# a thread of its own with a full-map trace between (as in the app; SmolLM2, ~3,100 tokens, four passes,
+# benchmarks/bench_reduced_peak.py), 352-523 MB over the RSS before a pass (held 161 MB included), and
+# 544-676 MB before the kept queries and keys were filled in place; a 2.5 GB server reached 2.59 GB on three
+# tabs with 20 blocks + 200 MB (655 MB at 3,100 tokens). Now 891 MB there, 1,074 MB at 4,096 tokens.
 # Checked against VmHWM by tests/test_long_explore.py and, on one server, by tests/test_hostile_memory.py.
-REDUCED_CHUNK_ROWS, REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 128, 20, 200_000_000
+REDUCED_CHUNK_ROWS, REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 128, 30, 300_000_000
 
 
 def reduced_held_bytes(model, n: int) -> int:
