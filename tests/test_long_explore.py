@@ -103,6 +103,7 @@ def test_cancel_stops_the_run_and_it_does_not_start_again_by_itself(monkeypatch)
     finish_jobs(button.click().run())
     assert_clean(at)
     assert chart(at, "model_view")["layout"]["meta"]["source_shape"][2] > 400
+    assert "Reduced views (NPZ)" in [button.proto.label for button in at.get("download_button")]
 
 
 def test_the_token_limit_setting():

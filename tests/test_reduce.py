@@ -9,6 +9,7 @@ tokens) and MiniLM do the same through LoadedModel.run_reduced."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import fields
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 import attnviz
 from attnviz import plots
 from attnviz.analysis import profile_heads, profile_reduced
+from attnviz.analysis.export import reduced_npz
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
 from attnviz.loaded.reduced import reduced_trace
@@ -107,6 +109,25 @@ def test_head_profile_equals_the_full_profile(family):
         np.testing.assert_allclose(getattr(got, f.name), getattr(expected, f.name), **TOLERANCE, err_msg=f.name)
     most = np.clip(1.0 - full.attentions.astype(np.float64).sum(-1), 0.0, None).max(-1)  # the most of one row
     np.testing.assert_allclose(reduced.statistics["sink_mass_max"], most, **TOLERANCE)
+
+
+def test_the_reduced_export_holds_the_full_traces_views_and_loads_without_pickle(family):
+    """The long page's NPZ (analysis.export.reduced_npz): what it draws, equal to the full trace's, readable
+    without unpickling; not the queries and keys."""
+    _, full, reduced = family
+    held = np.load(io.BytesIO(reduced_npz(reduced)), allow_pickle=False)
+    assert int(held["tile"]) == TILE and "queries" not in held.files and "keys" not in held.files
+    assert {f"tiles_{name}" for name in reduced.tiles} | {f"statistics_{name}" for name in reduced.statistics} \
+        <= set(held.files)
+    np.testing.assert_allclose(held["tiles_token"], pool_tiles(attention_view(full, "token").attentions, TILE),
+                               **TOLERANCE)
+    np.testing.assert_allclose(held["tiles_word"], pool_tiles(attention_view(full, "word").attentions, TILE),
+                               **TOLERANCE)
+    np.testing.assert_allclose(held["statistics_entropy"], profile_heads(full).entropy, **TOLERANCE)
+    strongest = np.take_along_axis(full.attentions, held["argmax"][..., None].astype(np.int64), -1)[..., 0]
+    np.testing.assert_allclose(strongest, full.attentions.max(-1), atol=1e-6)  # each row's strongest key
+    assert held["tokens"].tolist() == full.tokens and held["words"].tolist() == full.words
+    assert held["word_of_token"].tolist() == [-1 if w is None else w for w in full.word_of_token]
 
 
 def test_head_window_equals_the_full_maps_slice(family):

@@ -8,22 +8,45 @@ import json
 
 import numpy as np
 
-from attnviz.trace import AttentionTrace
+from attnviz.trace import AttentionTrace, ReducedTrace
+
+
+def token_fields(trace: AttentionTrace | ReducedTrace) -> dict[str, np.ndarray]:
+    """The token and word fields both traces share, as NPZ arrays (a word index of -1: no word)."""
+    return {
+        "input_ids": np.asarray(trace.input_ids),
+        "tokens": np.asarray(trace.tokens, dtype=str),
+        "offsets": np.asarray(trace.offsets, dtype=np.int64).reshape(-1, 2),
+        "kv_group": np.asarray(trace.kv_group),
+        "words": np.asarray(trace.words, dtype=str),
+        "word_of_token": np.asarray([-1 if w is None else w for w in trace.word_of_token]),
+    }
 
 
 def trace_npz(trace: AttentionTrace) -> bytes:
     buffer = io.BytesIO()
-    np.savez_compressed(
-        buffer,
-        attentions=trace.attentions,
-        input_ids=np.asarray(trace.input_ids),
-        tokens=np.asarray(trace.tokens, dtype=str),
-        offsets=np.asarray(trace.offsets, dtype=np.int64).reshape(-1, 2),
-        kv_group=np.asarray(trace.kv_group),
-        words=np.asarray(trace.words, dtype=str),
-        word_of_token=np.asarray([-1 if w is None else w for w in trace.word_of_token]),
-    )
+    np.savez_compressed(buffer, attentions=trace.attentions, **token_fields(trace))
     return buffer.getvalue()
+
+
+def reduced_npz(trace: ReducedTrace) -> bytes:
+    """A long text's reduced trace as NPZ: `tiles_<view>` [L, H, t, s] (the pooled mosaic tiles of each view,
+    `tile` cells a side), `statistics_<name>` [L, H] (the head profile's sums), `argmax` [L, H, T] (each row's
+    strongest key) and the token fields. Not the queries and keys (190 MB at 4,096 SmolLM2 tokens, what any
+    head's map is recomputed from): `LoadedModel.run_reduced` in the Python API returns them."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, tile=np.asarray(trace.tile), argmax=trace.argmax,
+                        **{f"tiles_{name}": tiles for name, tiles in trace.tiles.items()},
+                        **{f"statistics_{name}": values for name, values in trace.statistics.items()},
+                        **token_fields(trace))
+    return buffer.getvalue()
+
+
+def reduced_npz_bytes(trace: ReducedTrace) -> int:
+    """Peak bytes of building reduced_npz beside the trace: the compressed buffer as it grows and its copy,
+    each at most the arrays' own size (argmax, tiles, statistics; the token fields are small)."""
+    arrays = [trace.argmax, *trace.tiles.values(), *trace.statistics.values()]
+    return 2 * sum(a.nbytes for a in arrays) + 64 * len(trace.tokens)
 
 
 def trace_json(trace: AttentionTrace, decimals: int = 4) -> str:

@@ -556,19 +556,19 @@ def exports(model, text, text_b) -> None:
         if need > traces.export_room(bench):  # refused here, visibly, rather than after the click
             column.caption(t("export_too_large", kind=kind.upper(), need=need / 1e9, budget=bench.budget / 1e9))
             continue
-        build = functools.partial(_export, bench, model, text, text_b, kind, write, session_id(),
-                                  st.session_state.get("lang", "en"))
+        write_export = functools.partial(traces.export, bench, model, text, text_b, kind, write)
+        build = functools.partial(export_or_refusal, write_export, session_id(), st.session_state.get("lang", "en"))
         column.download_button(t(f"download_{kind}"), build, file_name=f"attnviz_trace.{kind}", mime=mime,
                                on_click="ignore", key=kind)
 
 
-def _export(bench, model, text, text_b, kind: str, write, visitor: str, lang: str):
-    """The export's bytes; if memory ran short since the page was drawn, a short text that says so (the
-    download is the only place the visitor will look). Streamlit calls this in a worker thread of its own,
-    outside the script run: the visitor and the language come from the page, not from the session."""
+def export_or_refusal(build, visitor: str, lang: str):
+    """The export's bytes, `build()`; if memory ran short since the page was drawn, a short text that says so
+    (the download is the only place the visitor will look). Streamlit calls this in a worker thread of its
+    own, outside the script run: the visitor and the language come from the page, not from the session."""
     VISITOR.set(visitor)
     try:
-        return traces.export(bench, model, text, text_b, kind, write)
+        return build()
     except OverBudget as error:
         return translate(lang, "export_refused", need=error.need / 1e9, budget=error.budget / 1e9,
                          used=error.used / 1e9)

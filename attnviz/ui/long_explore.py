@@ -8,6 +8,8 @@ minimal pairs, parity, full exports) is for texts up to FULL_MAPS_TOKENS, and th
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from attnviz import plots
@@ -50,6 +52,7 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
     explore.head_detail(info, view_key, scale, palette, long=True)
     explore.next_token_predictions(model, key, long=True)
     explore.head_detectors(model, source)
+    reduced_download(held)
     st.caption(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))
 
 
@@ -65,6 +68,15 @@ def stop_other_long_runs(key: tuple) -> None:
         if job.session_id == me and job.key[1] == LONG_RUN and tuple(job.key[2:]) != key:
             job.cancel()
             job.finished.wait(timeout=STOP_WAIT_S)
+
+
+def reduced_download(held) -> None:
+    """What this page draws from, as NPZ (analysis.export.reduced_npz), built on click from the held trace."""
+    build = functools.partial(explore.export_or_refusal, functools.partial(traces.reduced_export, workbench(), held),
+                              session_id(), st.session_state.get("lang", "en"))
+    st.download_button(t("download_reduced_npz"), build, file_name="attnviz_reduced.npz",
+                       mime="application/octet-stream", on_click="ignore", key="reduced_npz",
+                       help=t("download_reduced_npz_help"))
 
 
 def mosaic(held, view_key: tuple, palette: str, scale: str) -> None:

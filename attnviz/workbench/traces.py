@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import torch
 
+from attnviz.analysis.export import reduced_npz, reduced_npz_bytes
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.profile import profile_reduced
 from attnviz.analysis.sink import first_aside_positions, trace_first_aside
@@ -269,6 +270,12 @@ def export(bench: Workbench, model, text: str, text_pair: str | None, kind: str,
     need = export_bytes(model, len(model.encode(text, text_pair).ids), kind)
     with bench.run_slot(need), bench.reserve(need):
         return write(model.run(text, text_pair))
+
+
+def reduced_export(bench: Workbench, held) -> bytes:
+    """analysis.export.reduced_npz of a held reduced trace, its peak reserved first; OverBudget when it does not fit."""
+    with bench.reserve(reduced_npz_bytes(held)):
+        return reduced_npz(held)
 
 
 def figure(bench: Workbench, key: tuple, build, work_bytes: int = 0):
