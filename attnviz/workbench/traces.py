@@ -23,8 +23,9 @@ from attnviz.workbench.shelf import model_for
 # Peak bytes per attention cell of one run: the float32 probabilities (4), the float16 copy the store keeps
 # (2), and the forward pass's per-layer scores and the allocator's slack; and a fixed allowance for the
 # activations and, in a fresh process, torch's first-pass scratch. VmHWM measured on 300-token texts
-# (tests/test_workbench.py): SmolLM2 191 MB for 24 M cells, MiniLM 87 MB for 6.6 M cells.
-TRACE_BYTES_PER_CELL, TRACE_OVERHEAD = 9, 32_000_000
+# (tests/test_workbench.py): SmolLM2 191 MB for 24 M cells, MiniLM 87-92 MB for 6.6 M cells (91.8 MB in a CI
+# run, 0.2 MB over the 32 MB allowance then; now 40 MB).
+TRACE_BYTES_PER_CELL, TRACE_OVERHEAD = 9, 40_000_000
 
 
 def trace_bytes(model, n_tokens: int, n_texts: int = 1) -> int:
