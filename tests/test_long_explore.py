@@ -14,6 +14,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attnviz.ui.common import MAX_TEXT, workbench
+from attnviz.ui.long_explore import reduced_npz_of
 from attnviz.workbench import Cancelled, shelf
 from tests import reduced_peak
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
@@ -154,3 +155,10 @@ def test_a_new_long_text_stops_the_run_for_the_last_one(monkeypatch):
     assert_clean(at)
     assert not any("already" in w.value for w in at.warning)
     assert chart(at, "model_view")["layout"]["meta"]["source_shape"][2] < 100  # the new text's
+
+
+def test_the_reduced_download_looks_its_trace_up_at_the_click():
+    """The button holds the trace's key, not the trace: once the store has let a trace go, a click gets the
+    page's "evicted" text and no memory stays pinned by the button."""
+    assert reduced_npz_of(workbench(), (SMOLLM, "a text no visitor has computed", None), "en").startswith(
+        "The long text's views were computed but")

@@ -16,6 +16,7 @@ from attnviz import plots
 from attnviz.ui import explore
 from attnviz.ui.common import over_budget_message, plot_text, session_id, t, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.strings import translate
 from attnviz.workbench import OverBudget, shelf, traces
 
 LONG_RUN = "long_trace"  # the heavy action's key (and its button's)
@@ -52,7 +53,7 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
     explore.head_detail(info, view_key, scale, palette, long=True)
     explore.next_token_predictions(model, key, long=True)
     explore.head_detectors(model, source)
-    reduced_download(held)
+    reduced_download(key)
     st.caption(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))
 
 
@@ -70,13 +71,23 @@ def stop_other_long_runs(key: tuple) -> None:
             job.finished.wait(timeout=STOP_WAIT_S)
 
 
-def reduced_download(held) -> None:
-    """What this page draws from, as NPZ (analysis.export.reduced_npz), built on click from the held trace."""
-    build = functools.partial(explore.export_or_refusal, functools.partial(traces.reduced_export, workbench(), held),
-                              session_id(), st.session_state.get("lang", "en"))
+def reduced_download(key: tuple) -> None:
+    """What this page draws from, as NPZ (analysis.export.reduced_npz), built on click."""
+    lang = st.session_state.get("lang", "en")
+    build = functools.partial(explore.export_or_refusal, functools.partial(reduced_npz_of, workbench(), key, lang),
+                              session_id(), lang)
     st.download_button(t("download_reduced_npz"), build, file_name="attnviz_reduced.npz",
                        mime="application/octet-stream", on_click="ignore", key="reduced_npz",
                        help=t("download_reduced_npz_help"))
+
+
+def reduced_npz_of(bench, key: tuple, lang: str):
+    """The held trace's NPZ, looked up at the click rather than captured in the button: a captured trace would
+    stay in memory, uncounted, after the store had let it go."""
+    held = traces.held_reduced(bench, *key)
+    if held is None:
+        return translate(lang, "long_evicted")
+    return traces.reduced_export(bench, held)
 
 
 def mosaic(held, view_key: tuple, palette: str, scale: str) -> None:
