@@ -53,8 +53,8 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import peak_rss_bytes, rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
-from tests.load_driver import (  # noqa: E402
+from tests.helpers.browser import peak_rss_bytes, rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
+from tests.helpers.load_driver import (  # noqa: E402
     Session,
     concurrent_load,
     launch,

@@ -38,7 +38,7 @@ import attnviz  # noqa: E402
 from attnviz.loading import build_module, hf, pick_device, split  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
 from attnviz.reference.bench import text_of_length  # noqa: E402
-from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 SPLIT_TOL = 1e-6  # a split moves weights, not numbers: the same kernels on the same kind of device

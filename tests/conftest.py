@@ -87,3 +87,27 @@ def minilm():
 def smollm():
     require_offline(SMOLLM)
     return attnviz.load(SMOLLM)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A 4-layer random Llama (GQA, untied lm_head) with a byte-level BPE tokenizer, as from_pretrained saves it
+    (the device-map and the reduced-views tests load it whole and split)."""
+    import torch
+    import transformers as tf
+
+    from tests.helpers.tiny_tokenizers import bpe_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = bpe_tokenizer(bos=True)
+    config = tf.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=64, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+                            max_position_embeddings=128, tie_word_embeddings=False, bos_token_id=0, pad_token_id=1)
+    torch.manual_seed(0)
+    model = tf.LlamaForCausalLM(config)
+    with torch.no_grad():  # random init leaves norms at 1: make every tensor count
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    model.save_pretrained(folder, safe_serialization=True)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(folder)
+    return folder

@@ -21,8 +21,8 @@ from attnviz.analysis.pairs import align_texts, align_words, attention_differenc
 from attnviz.interventions import effects, preference
 from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
-from tests import test_effects as effects_tests
 from tests.conftest import require_data
+from tests.helpers import tiny_tokenizers
 
 BLIMP_FILES = ("distractor_agreement_relational_noun.jsonl", "distractor_agreement_relative_clause.jsonl",
                "regular_plural_subject_verb_agreement_1.jsonl")
@@ -145,7 +145,7 @@ CORPUS = [
 
 
 def bpe_tokenizer(bos: bool) -> Tokenizer:
-    return effects_tests.bpe_tokenizer(bos, CORPUS, vocab_size=360)
+    return tiny_tokenizers.bpe_tokenizer(bos, CORPUS, vocab_size=360)
 
 
 def tiny_decoder(family: str):

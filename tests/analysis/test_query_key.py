@@ -11,7 +11,7 @@ import torch
 from attnviz.analysis.query_key import query_key
 from attnviz.loading import build_module
 from attnviz.transformer.record import Recorder
-from tests.test_parity_tiny import DECODERS, ENCODERS, hf_model
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, hf_model
 
 
 @pytest.mark.parametrize("family", ["bert", "llama-gqa", "llama-mqa"])

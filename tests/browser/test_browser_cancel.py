@@ -5,14 +5,13 @@ SmolLM2 (270 forward passes) stops within a step of Cancel, and again when its t
 from __future__ import annotations
 
 import re
-import time
 from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser import ROOT, launch_chromium, server_cpu_seconds, streamlit_app
 from tests.conftest import SMOLLM, require_offline
+from tests.helpers.browser import ROOT, goes_idle, idle_cpu, launch_chromium, streamlit_app
 
 # About 42 tokens, under the scan's 64: each of the 270 passes is then slow enough (a 10-token sentence is
 # scanned in about 8 s) that Cancel lands mid-scan after the test has measured the busy server.
@@ -46,23 +45,6 @@ def start_scan(browser, url):
     bar = page.get_by_text(PROGRESS)
     expect(bar).to_be_visible(timeout=240_000)
     return page, bar
-
-
-def idle_cpu(pid: int, seconds: float = 3.0) -> float:
-    before = server_cpu_seconds(pid)
-    time.sleep(seconds)
-    return server_cpu_seconds(pid) - before
-
-
-def goes_idle(pid: int, within: float) -> list[float]:
-    """CPU seconds of 3 s windows until one is under 1 s (idle) or `within` seconds have passed. A scan left
-    running would keep every window near 3 s for a minute or more (270 passes)."""
-    windows, deadline = [], time.monotonic() + within
-    while time.monotonic() < deadline:
-        windows.append(round(idle_cpu(pid), 2))
-        if windows[-1] < 1.0:
-            break
-    return windows
 
 
 def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):

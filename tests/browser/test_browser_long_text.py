@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from tests.browser import ROOT, streamlit_app
 from tests.conftest import SMOLLM, require_offline
-from tests.load_driver import WORDS, Session, launch
-from tests.test_browser_cancel import goes_idle
+from tests.helpers.browser import ROOT, goes_idle, streamlit_app
+from tests.helpers.load_driver import WORDS, Session, launch
 
 PROGRESS = re.compile(r"Layer (\d+) of 30")
 

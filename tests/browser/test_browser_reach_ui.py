@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
 from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
 
 ARTIFACTS = ROOT / "artifacts"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"

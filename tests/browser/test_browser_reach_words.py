@@ -11,7 +11,7 @@ import jieba
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import ROOT, launch_chromium, streamlit_server
+from tests.helpers.browser import ROOT, launch_chromium, streamlit_server
 
 SCREENSHOT = ROOT / "artifacts" / "chinese_words.png"
 SENTENCE = "小明告诉老师他生病了"

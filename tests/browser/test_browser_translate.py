@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import ROOT, launch_chromium, streamlit_server
+from tests.helpers.browser import ROOT, launch_chromium, streamlit_server
 
 SCREENSHOT = ROOT / "artifacts" / "translate.png"
 TARGET = "抽屉里的钥匙不见了。"

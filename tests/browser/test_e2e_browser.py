@@ -8,8 +8,8 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, streamlit_server
 from tests.conftest import MINILM, require_offline
+from tests.helpers.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, streamlit_server
 
 SCREENSHOT = ROOT / "artifacts" / "explore.png"
 

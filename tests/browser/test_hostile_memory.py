@@ -20,9 +20,9 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser import ROOT, launch_chromium, rss_bytes, streamlit_app
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.load_driver import WORDS, long_text
+from tests.helpers.browser import ROOT, launch_chromium, rss_bytes, streamlit_app
+from tests.helpers.load_driver import WORDS, long_text
 
 BUDGET_GB = 2.5
 LONG_TOKENS = 4096

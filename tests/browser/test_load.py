@@ -14,9 +14,9 @@ import time
 
 from playwright.async_api import async_playwright
 
-from tests.browser import ROOT, rss_bytes, streamlit_app
 from tests.conftest import MINILM, require_offline
-from tests.load_driver import concurrent_load, launch
+from tests.helpers.browser import ROOT, rss_bytes, streamlit_app
+from tests.helpers.load_driver import concurrent_load, launch
 
 SESSIONS, RERUNS, STALL_S = 4, 3, 45.0  # 3 reruns, not 5: 45 s less of a 15-minute suite
 REPORT = ROOT / "artifacts" / "load.json"

@@ -12,7 +12,7 @@ import pytest
 import torch
 import transformers
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import transformers as tf
 
 import attnviz
 from attnviz.loading.families import FAMILIES, families_by_type, markdown_table
 from attnviz.loading.registry import CONVERTERS, UnsupportedArchitecture
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 def test_every_converter_has_a_family_and_every_family_a_converter():

@@ -7,7 +7,7 @@ import ast
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
+PACKAGE = Path(__file__).resolve().parents[2] / "attnviz"
 
 # Layer -> the attnviz layers it may import (besides itself). "attnviz" is the package root (`attnviz.load`,
 # the seed's `attnviz.attention` re-export); "trace" is attnviz/trace.py, the data every layer passes on.

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps dialing out, which this machine refuses.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -139,3 +139,20 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def idle_cpu(pid: int, seconds: float = 3.0) -> float:
+    before = server_cpu_seconds(pid)
+    time.sleep(seconds)
+    return server_cpu_seconds(pid) - before
+
+
+def goes_idle(pid: int, within: float) -> list[float]:
+    """CPU seconds of 3 s windows until one is under 1 s (idle) or `within` seconds have passed. A scan left
+    running would keep every window near 3 s for a minute or more (270 passes)."""
+    windows, deadline = [], time.monotonic() + within
+    while time.monotonic() < deadline:
+        windows.append(round(idle_cpu(pid), 2))
+        if windows[-1] < 1.0:
+            break
+    return windows

@@ -19,7 +19,7 @@ import statistics
 import time
 import urllib.parse
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, GRID_HAS, ROOT, rss_bytes, server_cpu_seconds
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, GRID_HAS, ROOT, rss_bytes, server_cpu_seconds
 
 # Installed before any page script: counts finished script runs and exposes the idle check.
 INIT_JS = """(() => {

@@ -11,33 +11,12 @@ import numpy as np
 import pytest
 import torch
 import transformers as tf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from attnviz.interventions import effects
 from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
-
-CORPUS = [
-    "The cat sat on the mat. The keys to the cabinet are on the table.",
-    "A dog ran in the park, and the cat watched the dog from the wall.",
-    "The cabinet is old; the keys are new. Cats like mats and dogs like parks.",
-] * 20
-
-
-def bpe_tokenizer(bos: bool, corpus=CORPUS, vocab_size: int = 300) -> Tokenizer:
-    """Byte-level BPE as GPT-2's (offsets trimmed as GPT-2's post-processor does), optionally with a
-    BOS token added in front of every text as Llama's tokenizers do."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(corpus, trainer)
-    steps = [processors.ByteLevel(trim_offsets=True)]
-    if bos:
-        steps.append(processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)]))
-    tokenizer.post_processor = processors.Sequence(steps)
-    return tokenizer
+from tests.helpers.tiny_hf import tiny_mlm
+from tests.helpers.tiny_tokenizers import bpe_tokenizer, encoder_tokenizer
 
 
 def tiny_decoder(family: str, bos: bool):
@@ -208,41 +187,6 @@ def test_head_mask_shape_is_checked(decoder):
 
 
 # --- encoders: masked-LM head and sentence embedding --------------------------------------------------
-
-
-def encoder_tokenizer() -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    specials = ["[CLS]", "[SEP]", "[PAD]", "[MASK]"]
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    tokenizer.post_processor = processors.Sequence([
-        processors.ByteLevel(trim_offsets=True),
-        processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 0), ("[SEP]", 1)]),
-    ])
-    return tokenizer
-
-
-def tiny_mlm(family: str, tokenizer: Tokenizer):
-    vocab = tokenizer.get_vocab_size()
-    common = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=64, pad_token_id=2)
-    torch.manual_seed(0)
-    if family == "bert":
-        # gelu_new in the transform: the head must follow hidden_act, not assume gelu.
-        hf = tf.BertForMaskedLM(tf.BertConfig(hidden_act="gelu_new", **common))
-        hf.config.architectures = ["BertForMaskedLM"]
-    else:
-        hf = tf.RobertaForMaskedLM(tf.RobertaConfig(type_vocab_size=1, **common))
-        hf.config.architectures = ["RobertaForMaskedLM"]
-    hf.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    hf.eval()
-    return hf
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])

@@ -15,7 +15,7 @@ from attnviz.cli.main import main
 from attnviz.interventions import preference
 from attnviz.interventions.preference import Preference, pair_from_texts, pair_preference
 from tests.conftest import SMOLLM, require_offline
-from tests.test_app import APP, TIMEOUT, assert_clean
+from tests.helpers.pages import APP, TIMEOUT, assert_clean
 
 SHORT, LONG = "他比我高", "他比我很高"
 

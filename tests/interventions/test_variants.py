@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,9 +20,8 @@ from attnviz.interventions.variants import (
     peak_bytes,
 )
 from attnviz.loading import build_module
-from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, hf_model
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, VOCAB, hf_model
 
 
 def attention_parameters(c: int, h: int, k: int) -> int:

@@ -9,7 +9,7 @@ import transformers as tf
 
 from attnviz.loading import hf
 from attnviz.workbench import OverBudget, Workbench, shelf
-from tests.test_effects import bpe_tokenizer
+from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 MB = 1_000_000
 HUB_ID = "someone/tiny-llama-bf16"

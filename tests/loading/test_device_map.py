@@ -15,41 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers as tf
 
 import attnviz
 from attnviz.loading import ModelTooLarge, build_module, split
 from attnviz.loading.split import normalize_device_map
 from tests.conftest import SMOLLM, require_offline
-from tests.test_effects import bpe_tokenizer
-from tests.test_parity_phi3_moe import gpt_oss, mixtral, phi3
-from tests.test_parity_tiny import DECODERS, ENCODERS, batch, hf_model
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, batch, block_bytes, gpt_oss, hf_model, mixtral, phi3
 
 TOL = 1e-6
 TEXTS = ["The keys to the cabinet are on the table.", "The cat sat on the mat, and the dog watched."]
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory) -> Path:
-    """A 4-layer random Llama (GQA, untied lm_head) with a byte-level BPE tokenizer, as from_pretrained saves it."""
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    tokenizer = bpe_tokenizer(bos=True)
-    config = tf.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=64, num_hidden_layers=4,
-                            num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
-                            max_position_embeddings=128, tie_word_embeddings=False, bos_token_id=0, pad_token_id=1)
-    torch.manual_seed(0)
-    model = tf.LlamaForCausalLM(config)
-    with torch.no_grad():  # random init leaves norms at 1: make every tensor count
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    model.save_pretrained(folder, safe_serialization=True)
-    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(folder)
-    return folder
-
-
-def block_bytes(model) -> int:
-    return sum(p.numel() * 4 for p in model.module.blocks[0].parameters())
 
 
 def assert_same_runs(split, whole, texts=TEXTS):

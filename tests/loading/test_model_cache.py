@@ -12,7 +12,7 @@ import torch
 import attnviz
 from attnviz.loading import cache, hf, offline
 from tests.conftest import SMOLLM, require_offline
-from tests.tiny_gguf import write_tiny_gguf
+from tests.helpers.tiny_gguf import write_tiny_gguf
 
 TEXT = "the the cat sat on the mat"
 

@@ -10,59 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import transformers as tf
 
 from attnviz.analysis.lenses import rollout
 from attnviz.analysis.query_key import query_key
-from attnviz.loading import build_module
 from attnviz.loading.registry import CONVERTERS
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import NAMES, Recorder
+from tests.helpers.tiny_hf import tiny
 
-COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
-              max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-GQA = dict(num_key_value_heads=2)
-EXTRA = {
-    "llama": GQA, "qwen2": GQA, "phi3": GQA,
-    "mistral": GQA | dict(sliding_window=4),
-    "mixtral": GQA | dict(num_local_experts=4, num_experts_per_tok=2),
-    "gpt_oss": GQA | dict(num_local_experts=4, num_experts_per_tok=2, head_dim=8, sliding_window=4,
-                          layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
-    "gemma": dict(num_key_value_heads=1, head_dim=8),
-    "gemma2": GQA | dict(head_dim=8, sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=5.0,
-                         final_logit_softcapping=5.0),
-    "gemma3_text": GQA | dict(head_dim=8, sliding_window=4, layer_types=["sliding_attention", "full_attention",
-                                                                        "sliding_attention"]),
-    "qwen3": GQA | dict(head_dim=8), "olmo2": GQA,
-    "smollm3": GQA | dict(no_rope_layers=[1, 0, 1]),
-    "gpt_neo": dict(attention_types=[[["global", "local"], 1], [["global"], 1]], window_size=4),
-    "opt": dict(ffn_dim=37, word_embed_proj_dim=32),
-    "gpt_neox": dict(rotary_pct=0.5),
-    "phi": dict(partial_rotary_factor=0.5),
-    "modernbert": dict(local_attention=4, cls_token_id=1, sep_token_id=2),
-    "deberta": dict(relative_attention=True, pos_att_type="c2p|p2c", position_biased_input=False,
-                    max_relative_positions=4),
-    "deberta-v2": dict(relative_attention=True, pos_att_type="p2c|c2p", position_biased_input=False, position_buckets=4,
-                       max_relative_positions=16, share_att_key=True, norm_rel_ebd="layer_norm"),
-    "electra": dict(embedding_size=16), "albert": dict(embedding_size=16),
-}
 # gemma3 is the multimodal wrapper of gemma3_text (same converter), whose config nests the text one.
 FAMILIES = [t for t, c in CONVERTERS.items() if c.module is Transformer and t != "gemma3"]
 T = 10
-
-
-def tiny(model_type: str):
-    torch.manual_seed(0)
-    config = tf.AutoConfig.for_model(model_type, **COMMON, **EXTRA.get(model_type, {}))
-    config._attn_implementation = "eager"
-    try:
-        hf = tf.AutoModelForCausalLM.from_config(config)
-    except ValueError:  # an encoder without a causal-LM class
-        hf = tf.AutoModel.from_config(config)
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return build_module(config.to_dict(), hf.state_dict()).eval()
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

@@ -26,8 +26,8 @@ from attnviz.loading import build_module
 from attnviz.transformer.deberta import relative_index
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import Recorder
-from tests.test_effects import encoder_tokenizer
-from tests.test_parity_tiny import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.tiny_hf import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.tiny_tokenizers import encoder_tokenizer
 
 CLEAR = 1e-3  # a switched-off feature must miss parity by at least this much
 
@@ -311,7 +311,7 @@ def unigram_tokenizer():
     corpus, with [CLS] $A [SEP] as DeBERTa-v3's and ALBERT's tokenizers frame a text."""
     from tokenizers import SentencePieceUnigramTokenizer, processors
 
-    from tests.test_effects import CORPUS
+    from tests.helpers.tiny_tokenizers import CORPUS
 
     trainer = SentencePieceUnigramTokenizer()
     trainer.train_from_iterator(CORPUS, vocab_size=200, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
@@ -390,7 +390,7 @@ def test_the_query_key_view_on_the_page_shows_deberta_position_terms(tmp_path, m
     and positive + negative + position term = the score marker, whose softmax is the trace's row."""
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
+    from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
     tokenizer = encoder_tokenizer()
     folder = tmp_path / "tiny_deberta_v3"

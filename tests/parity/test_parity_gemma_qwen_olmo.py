@@ -19,8 +19,8 @@ from attnviz.loading.registry import converter_for
 from attnviz.transformer.masks import causal_mask
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import Recorder
-from tests.test_kv_cache import _step_by_step
-from tests.test_parity_tiny import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.decoding import step_by_step
+from tests.helpers.tiny_hf import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
 
 WINDOW = 4  # shorter than batch()'s 12 tokens, so sliding layers see less than full ones
 FAIL = 1e-3  # a switched-off feature must miss HF by at least this much (100x the attention bound)
@@ -98,7 +98,7 @@ def assert_decoding_matches(ours, n: int = 13):
     ids = torch.randint(3, VOCAB, (1, n), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = ours(ids)
-        logits, attentions = _step_by_step(ours, ids, (5, 3))
+        logits, attentions = step_by_step(ours, ids, (5, 3))
     assert (logits - full.logits[0]).abs().max() <= HIDDEN_TOL
     assert (attentions - full.attentions[:, 0]).abs().max() <= ATTENTION_TOL
     for layer in range(ours.config.n_layers):  # each layer's rows stay inside its own window
@@ -110,7 +110,7 @@ def assert_loads_from_folder(make, folder):
     """save_pretrained (safetensors) of a tiny model with a byte-level BPE tokenizer, read back through
     attnviz.load: our module on the folder equals HF eager on the same ids."""
     import attnviz
-    from tests.test_effects import bpe_tokenizer
+    from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
     tokenizer = bpe_tokenizer(bos=True)
     hf = hf_model(make(tokenizer.get_vocab_size()))

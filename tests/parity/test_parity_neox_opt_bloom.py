@@ -25,9 +25,9 @@ from attnviz.transformer.alibi import alibi_slopes
 from attnviz.transformer.layers import ACTIVATIONS
 from attnviz.transformer.masks import causal_mask
 from attnviz.transformer.model import Transformer
-from tests.test_effects import bpe_tokenizer
-from tests.test_kv_cache import _step_by_step
-from tests.test_parity_tiny import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.decoding import step_by_step
+from tests.helpers.tiny_hf import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 CLEAR_MARGIN = 1e-3  # a switched-off feature must miss by far more than the tolerances
 WINDOW = 4  # GPT-Neo's local window: shorter than the 12-token batch
@@ -264,7 +264,7 @@ def test_decoding_with_the_cache_equals_a_full_pass(family, prompt):
     ids = torch.randint(3, VOCAB, (1, 13), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = ours(ids)
-        logits, attentions = _step_by_step(ours, ids, prompt)
+        logits, attentions = step_by_step(ours, ids, prompt)
     assert (logits - full.logits[0]).abs().max() <= HIDDEN_TOL
     assert (attentions - full.attentions[:, 0]).abs().max() <= ATTENTION_TOL
     assert (attentions[:, :, -1] - full.attentions[:, 0, :, -1]).abs().max() <= ATTENTION_TOL  # the last step

@@ -28,44 +28,25 @@ from attnviz.loading.phi3 import phi3_config
 from attnviz.transformer.layers import MixtureOfExperts
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.rope import rope_frequencies
-from tests.test_effects import bpe_tokenizer
-from tests.test_kv_cache import _step_by_step
-from tests.test_parity_tiny import ATTENTION_TOL, HIDDEN_TOL, VOCAB, assert_parity, batch, hf_model
+from tests.helpers.decoding import step_by_step
+from tests.helpers.tiny_hf import (
+    ATTENTION_TOL,
+    GPT_OSS_ROPE,
+    HIDDEN_TOL,
+    LONG,
+    SHORT,
+    VOCAB,
+    assert_parity,
+    batch,
+    gpt_oss,
+    hf_model,
+    mixtral,
+    phi3,
+)
+from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 T = 12  # tokens of the test batch (tests.test_parity_tiny.batch)
 CLEAR = 1e-3  # a switched-off feature must miss parity by at least this much
-SHORT = [1.0, 1.25, 1.5, 2.0]  # LongRoPE factors for 4 rotated pairs (head_dim 8)
-LONG = [1.0, 3.0, 9.0, 27.0]
-
-
-def phi3(n_kv=2, original=8, rope=True, partial=1.0, **extra):
-    pairs = int(8 * partial) // 2
-    rope_parameters = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": SHORT[:pairs],
-                       "long_factor": LONG[:pairs], "partial_rotary_factor": partial} if rope else None
-    return lambda: tf.Phi3ForCausalLM(tf.Phi3Config(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=n_kv,
-        intermediate_size=37, max_position_embeddings=64, original_max_position_embeddings=original,
-        rope_parameters=rope_parameters, pad_token_id=0, **extra))
-
-
-def mixtral(sliding_window=None, **extra):
-    return lambda: tf.MixtralForCausalLM(tf.MixtralConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=24, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
-        sliding_window=sliding_window, **extra))
-
-
-# The real gpt-oss rope parameters (openai/gpt-oss-20b and -120b config.json).
-GPT_OSS_ROPE = {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                "original_max_position_embeddings": 4096, "truncate": False}
-
-
-def gpt_oss(n_layers=3, sliding_window=4, swiglu_limit=0.05, **extra):
-    return lambda: tf.GptOssForCausalLM(tf.GptOssConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=8, intermediate_size=24, num_local_experts=4, num_experts_per_tok=2,
-        max_position_embeddings=131072, sliding_window=sliding_window, swiglu_limit=swiglu_limit,
-        rope_parameters=dict(GPT_OSS_ROPE), **extra))
 
 
 def reference(factory):
@@ -422,7 +403,7 @@ def test_decoding_with_the_cache_equals_a_full_pass(family, prompt):
     ids = torch.randint(3, VOCAB, (1, N), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = ours(ids)
-        logits, attentions = _step_by_step(ours, ids, prompt)
+        logits, attentions = step_by_step(ours, ids, prompt)
     assert (logits - full.logits[0]).abs().max() <= HIDDEN_TOL
     assert (attentions - full.attentions[:, 0]).abs().max() <= ATTENTION_TOL
     assert attentions[:, :, -1].abs().sum() > 0  # the last step's rows are real
@@ -438,7 +419,7 @@ def test_longrope_decoding_switches_factors_as_hf_does():
     ours = build(hf)
     ids = torch.randint(3, VOCAB, (1, N), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
-        logits, attentions = _step_by_step(ours, ids, 5)
+        logits, attentions = step_by_step(ours, ids, 5)
         cache, ref_logits, ref_rows = tf.DynamicCache(config=hf.config), [], []
         for start, end in [(0, 5)] + [(i, i + 1) for i in range(5, N)]:
             step = hf(input_ids=ids[:, start:end], cache=cache, use_cache=True, output_attentions=True)

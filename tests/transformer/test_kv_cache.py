@@ -17,7 +17,8 @@ from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.kv_cache import KVCache, LayerCache
 from attnviz.transformer.masks import causal_mask
 from attnviz.transformer.record import Recorder
-from tests.test_parity_tiny import DECODERS, VOCAB, hf_model, llama_like
+from tests.helpers.decoding import step_by_step
+from tests.helpers.tiny_hf import DECODERS, VOCAB, hf_model, llama_like
 
 TOL = 1e-5
 N = 13  # tokens decoded
@@ -59,25 +60,6 @@ def test_model_cache_counts_every_layer():
     assert cache.nbytes == cache.numel * 4
 
 
-def _step_by_step(model, ids, first: int | tuple[int, ...]):
-    """Chunks of the sizes in `first` (the prompt, then e.g. a chunk of 3 on top of a filled cache),
-    then one token a call; returns logits [T, V] and per-layer attention rows [L, H, T, T] padded with
-    zeros beyond each row's keys."""
-    cache = KVCache(len(model.blocks))
-    logits, rows = [], []
-    t = ids.shape[1]
-    bounds, filled = [], 0
-    for size in (first,) if isinstance(first, int) else first:
-        bounds.append((filled, filled + size))
-        filled += size
-    for start, end in bounds + [(i, i + 1) for i in range(filled, t)]:
-        out = model(ids[:, start:end], cache=cache)
-        logits.append(out.logits[0])
-        attn = out.attentions[:, 0]  # L, H, new, S
-        rows.append(torch.nn.functional.pad(attn, (0, t - attn.shape[-1])))
-    return torch.cat(logits), torch.cat(rows, dim=2)
-
-
 @pytest.mark.parametrize("family", ["llama-gqa", "llama-mqa", "llama3-rope", "gpt2", "mistral-window"])
 @pytest.mark.parametrize("prompt", [1, 5, (5, 3)])
 def test_decoding_with_the_cache_equals_a_full_pass(family, prompt):
@@ -88,7 +70,7 @@ def test_decoding_with_the_cache_equals_a_full_pass(family, prompt):
     ids = torch.randint(3, VOCAB, (1, N), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = ours(ids)
-        logits, attentions = _step_by_step(ours, ids, prompt)
+        logits, attentions = step_by_step(ours, ids, prompt)
     assert (logits - full.logits[0]).abs().max() <= TOL
     assert (attentions - full.attentions[:, 0]).abs().max() <= TOL
     # the comparison is not vacuous: the rows are real distributions over the causal prefix
@@ -106,7 +88,7 @@ def test_a_wrong_position_is_caught():
     ours.positions = lambda input_ids, past=0, attention_mask=None: original(input_ids, 0)
     with torch.no_grad():
         full = ours(ids)
-        logits, _ = _step_by_step(ours, ids, 1)
+        logits, _ = step_by_step(ours, ids, 1)
     assert (logits - full.logits[0]).abs().max() > 1e-3
 
 

@@ -29,9 +29,7 @@ from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
 from attnviz.workbench.traces import aside_view
-from tests.test_device_map import block_bytes
-from tests.test_device_map import tiny_llama as tiny_llama_folder
-from tests.test_every_family import tiny
+from tests.helpers.tiny_hf import block_bytes, tiny
 
 T, TILE, ROWS = 40, 6, 8
 FAMILIES = ["llama", "mistral", "gemma2", "gpt_oss", "bloom", "bert", "modernbert"]
@@ -234,10 +232,7 @@ def test_run_says_when_the_full_maps_do_not_fit(smollm, monkeypatch):
     assert smollm.run("The keys.").attentions.shape[-1] <= 4  # a short text still gets its full maps
 
 
-tiny_llama = tiny_llama_folder  # test_device_map's fixture: a 4-layer random Llama saved with its tokenizer
-
-
-def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_path):  # noqa: F811
+def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_path):
     """Each layer reduces on the device where it runs; here a block offloaded to disk runs on the CPU."""
     whole = attnviz.load(str(tiny_llama))
     split = attnviz.load(str(tiny_llama), device_map="auto", offload_folder=tmp_path,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from attnviz.loading import build_module
-from attnviz.transformer.record import Recorder
-from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqCache, Seq2SeqConfig, sinusoidal_positions
+from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqConfig, sinusoidal_positions
+from tests.helpers.decoding import decode_step_by_step
 
 PAD, EOS = 58, 0
 
@@ -137,22 +137,6 @@ def test_greedy_never_emits_a_banned_token_as_hf():
     assert PAD not in mine[:, 1:].tolist()[0]
     unbanned = ours_from(hf).greedy(src, 8, attention_mask=src_mask)  # without the rule <pad> wins
     assert PAD in unbanned[0, 1:-1].tolist()
-
-
-@torch.no_grad()
-def decode_step_by_step(ours, src, src_mask, tgt):
-    """The full forward pass, and the same target decoded one token at a time with a Seq2SeqCache: (full,
-    the steps' logits joined, the cache, the last step's self- and cross-attention Recorders)."""
-    full = ours(src, tgt, attention_mask=src_mask)
-    encoder_hidden = ours.encode(src, src_mask)
-    cache = Seq2SeqCache(ours.config.decoder_layers)
-    steps = []
-    for t in range(tgt.shape[1]):
-        record, cross = Recorder("attentions"), Recorder("attentions")
-        _, logits = ours.decode(tgt[:, t:t + 1], encoder_hidden, src_mask, record=record, cross_record=cross,
-                                cache=cache)
-        steps.append(logits)
-    return full, torch.cat(steps, dim=1), cache, record, cross
 
 
 def test_kv_cache_decoding_equals_full_forward():
@@ -366,7 +350,7 @@ def test_explore_sends_a_translation_model_to_the_translate_page(marian_folder, 
 
     require_offline(MINILM)
     monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(marian_folder.parent))
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=300)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=300)
     at.run()
     at.text_input(key="model_custom").input(str(marian_folder)).run()
     assert not at.exception, [e.value for e in at.exception]

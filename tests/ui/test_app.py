@@ -2,45 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.ui.escape import md
-from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
+from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PAGES = sorted(str(p) for p in (ROOT / "app_pages").glob("*.py"))
-TIMEOUT = 180  # the first run loads a real model
-
-
-def chart(at: AppTest, key: str) -> dict:
-    """The plotly figure (as JSON) of the chart with this widget key."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith(f"-{key}"):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key!r}; charts: {[e.proto.id for e in at.get('plotly_chart')]}")
-
-
-def z_array(trace: dict) -> np.ndarray:
-    z = trace["z"]
-    if isinstance(z, dict):  # plotly >= 6 base64 encoding
-        data = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"])
-        shape = z.get("shape")
-        if isinstance(shape, str):  # plotly writes "rows, cols"
-            shape = [int(n) for n in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(z, dtype=float)
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 @pytest.fixture(scope="module")

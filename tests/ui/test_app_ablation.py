@@ -15,9 +15,10 @@ from streamlit.testing.v1 import AppTest
 import attnviz
 from attnviz.interventions import effects
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
-from tests.test_effects import encoder_tokenizer, tiny_mlm
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.tiny_hf import tiny_mlm
+from tests.helpers.tiny_tokenizers import encoder_tokenizer
 
 SENTENCE = "The keys to the cabinet are on the table."
 

@@ -4,17 +4,12 @@ The page's first table (one module's shapes) is covered by tests/test_app.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-
-ROOT = Path(__file__).resolve().parents[1]
-LEARN = str(ROOT / "app_pages" / "2_Learn.py")
-TIMEOUT = 300  # the first run loads a real model
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import LEARN, TIMEOUT
 
 
 def assert_clean(at: AppTest) -> None:

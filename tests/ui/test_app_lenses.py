@@ -14,8 +14,8 @@ from attnviz.analysis.query_key import query_key
 from attnviz.analysis.sink import trace_first_aside
 from attnviz.analysis.views import attention_view
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
 SHORT = "Dogs bark at night."  # [CLS] dogs bark at night . [SEP]: 7 tokens, under the flow limit
 LONG = "The keys to the cabinet that the old man bought last year are on the kitchen table again today."

@@ -10,8 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz import plots
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
-from tests.test_i18n import walk
+from tests.helpers.i18n import walk
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
 # [CLS] the cat sat . [SEP] | it was tired . [SEP]: A holds 6 positions, B holds 5.
 TEXT, TEXT_B = "The cat sat.", "It was tired."

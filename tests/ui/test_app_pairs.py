@@ -12,7 +12,7 @@ from attnviz.analysis.pairs import trace_difference
 from attnviz.interventions.preference import builtin_pairs, pair_preference
 from attnviz.ui.common import MAX_PAIR_TEXT
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
 GOOD = "The keys to the cabinet are on the table."
 BAD = "The keys to the cabinet is on the table."

@@ -17,11 +17,9 @@ from attnviz.analysis.profile import profile_head
 from attnviz.plots.colors import NEGATIVE_COLOR, POSITIVE_COLOR
 from attnviz.ui.strings import translate
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import APP, ROOT, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, FINDER, TIMEOUT, TRANSLATE, assert_clean, chart, z_array
 
-FINDER = str(ROOT / "app_pages" / "1_Head_Finder.py")
-TRANSLATE = str(ROOT / "app_pages" / "3_Translate.py")
 TEXT = "The keys to the cabinet are on the table."
 SHORT = "Dogs bark at night."
 

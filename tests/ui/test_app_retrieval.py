@@ -11,9 +11,9 @@ from attnviz.analysis.retrieval import top_heads
 from attnviz.interventions import retrieval as needle_work
 from attnviz.interventions.needles import NEEDLES
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import TIMEOUT, assert_clean, chart, z_array
-from tests.test_head_finder_decoders import PAGE
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import FINDER as PAGE
+from tests.helpers.pages import TIMEOUT, assert_clean, chart, z_array
 
 FILLER = 0  # SmolLM2 answers every built-in needle with no filler; tests/test_retrieval.py uses a haystack
 

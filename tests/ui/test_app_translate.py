@@ -5,17 +5,14 @@ URL state and its validation, failures that fall back, and the page in Chinese."
 from __future__ import annotations
 
 import html
-from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import chart, z_array
-from tests.test_i18n import data_words, untranslated
+from tests.helpers.i18n import data_words, untranslated
+from tests.helpers.pages import TIMEOUT, chart, z_array
+from tests.helpers.pages import TRANSLATE as PAGE
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "app_pages" / "3_Translate.py")
-TIMEOUT = 300  # the first run builds the 45M-parameter model and its tokenizer
 TARGET = "抽屉里的钥匙不见了。"
 
 

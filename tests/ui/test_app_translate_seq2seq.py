@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import chart, z_array
-from tests.test_parity_seq2seq_t5_bart import bart_tokenizer, hf_bart, hf_t5, t5_tokenizer
+from tests.helpers.pages import TRANSLATE as PAGE
+from tests.helpers.pages import chart, z_array
+from tests.helpers.seq2seq import bart_tokenizer, hf_bart, hf_t5, t5_tokenizer
 
-PAGE = str(Path(__file__).resolve().parents[1] / "app_pages" / "3_Translate.py")
 SOURCE = "The keys to the cabinet are on the table."
 TARGET = "Der Schlüssel liegt auf dem Tisch."
 

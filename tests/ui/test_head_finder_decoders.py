@@ -5,15 +5,12 @@ the gold cell and the attended cell."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import SMOLLM, require_offline
-from tests.jobs import finish_jobs
-
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "app_pages" / "1_Head_Finder.py")
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import FINDER as PAGE
 
 
 def chart_specs(at: AppTest) -> dict[str, dict]:

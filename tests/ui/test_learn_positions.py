@@ -108,7 +108,7 @@ def test_positions_are_bounded():
 
 # --- The section on the Learn page
 
-LEARN = str(Path(__file__).resolve().parents[1] / "app_pages" / "2_Learn.py")
+LEARN = str(Path(__file__).resolve().parents[2] / "app_pages" / "2_Learn.py")
 HOSTILE = "<b>$x^2$</b> **bold** :red[red] `code`"
 
 
@@ -116,7 +116,7 @@ def test_section_renders_every_scheme_and_keeps_the_sentence_as_data():
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import MINILM, require_offline
-    from tests.test_app import chart
+    from tests.helpers.pages import chart
 
     require_offline(MINILM)
     at = AppTest.from_file(LEARN, default_timeout=300)
@@ -154,7 +154,7 @@ def positions_formulas():
 def test_a_real_t5_another_page_loaded_replaces_the_stand_in():
     """On the host: a T5 the Translate page loaded (here a tiny one under t5-small's name) gives its own bias."""
     from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
-    from tests.test_parity_seq2seq_t5_bart import hf_t5, ours_from
+    from tests.helpers.seq2seq import hf_t5, ours_from
 
     bench = Workbench(budget=2_000_000_000)
     before = positions.panel(bench, "relative", 10, 1)

@@ -16,10 +16,10 @@ from streamlit.testing.v1 import AppTest
 from attnviz.ui.common import MAX_TEXT, workbench
 from attnviz.ui.long_explore import reduced_npz_of
 from attnviz.workbench import Cancelled, shelf
-from tests import reduced_peak
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers import reduced_peak
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
 # About 60 SmolLM2 tokens: under the head detail's 96-token window, so the whole head is drawn both ways.
 TEXT = ("The keys to the old cabinet are on the table. The animal didn't cross the street because it was "

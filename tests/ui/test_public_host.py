@@ -21,9 +21,7 @@ from attnviz.loading.sources import SourceRefused, allowed_model_dirs, app_sourc
 from attnviz.ui.escape import md
 from attnviz.workbench.memory import ByteStore, memory_budget
 from tests.conftest import MINILM, ROOT, require_offline
-
-APP = str(ROOT / "app.py")
-TIMEOUT = 180
+from tests.helpers.pages import APP, TIMEOUT
 
 
 def tiny_bert_folder(folder: Path) -> Path:
@@ -308,7 +306,7 @@ def test_every_text_box_has_a_length_limit():
     """A text box without max_chars took 4 MB of text (2.9 GB of server memory) from one visitor."""
     import ast
 
-    package = Path(__file__).resolve().parents[1] / "attnviz" / "ui"
+    package = Path(__file__).resolve().parents[2] / "attnviz" / "ui"
     unbounded = []
     for path in package.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
