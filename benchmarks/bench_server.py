@@ -34,7 +34,7 @@ The server runs with ATTNVIZ_MEMORY_BUDGET_GB set explicitly (--budget-gb, defau
 
 "Idle": the script run started by the action finished (`data-test-script-state` on stApp went running ->
 notRunning), the running icon in stStatusWidget is gone, and the mosaic shows the marker (short inputs) or is
-a newly drawn figure (512 tokens: the pooled mosaic labels blocks, not every token). See tests/load_driver.py.
+a newly drawn figure (512 tokens: the pooled mosaic labels blocks, not every token). See tests/helpers/load_driver.py.
 The browser runs on the same machine: wall times include Chromium's rendering; server CPU does not.
 """
 

@@ -90,7 +90,7 @@ def max_diffs(a, b, mask) -> tuple[float, float]:
 
 
 def tiny_cases():
-    """(name, our module, HF base model, inputs) for every family of tests/test_parity_tiny.py."""
+    """(name, our module, HF base model, inputs) for every family of tests/parity/test_parity_tiny.py."""
     for name, factory in {**ENCODERS, **DECODERS}.items():
         model = hf_model(factory)
         ours = build_module(model.config.to_dict(), model.state_dict()).eval()

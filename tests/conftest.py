@@ -36,7 +36,7 @@ SHARED_DATA = reference_data_dir()
 # The app's memory budget is checked against this process's resident memory, and the test process also
 # holds the session fixtures' models and every AppTest's: a public host's 2.5 GB would refuse models here
 # that a real server has room for. Tests of the budget set their own; servers started by the browser
-# tests get the app's default (tests/browser.py drops this setting from their environment).
+# tests get the app's default (tests/helpers/browser.py drops this setting from their environment).
 TEST_PROCESS_BUDGET_GB = "16"
 os.environ.setdefault("ATTNVIZ_MEMORY_BUDGET_GB", TEST_PROCESS_BUDGET_GB)
 _absent: set[Path] = set()  # what this run looked for and did not find, for the summary line

@@ -64,7 +64,7 @@ TILE_CENTRE = """([layer, head]) => {
 }"""
 
 
-# ---- additions for the load test and the server benchmark (tests/load_driver.py, benchmarks/bench_server.py)
+# ---- additions for the load test and the server benchmark (tests/helpers/load_driver.py, benchmarks/bench_server.py)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -1,5 +1,5 @@
 """Drive Explore-page sessions in headless Chromium (async playwright): one implementation for the load test
-(tests/test_load.py) and the server benchmark (benchmarks/bench_server.py).
+(tests/browser/test_load.py) and the server benchmark (benchmarks/bench_server.py).
 
 A session is one browser context with one page. "Idle" after an action means: a script run that started
 after the action has finished (the `data-test-script-state` attribute Streamlit puts on

@@ -1,5 +1,5 @@
 """Reduced runs' peak memory in a long-lived process, measured for an app tree (benchmarks/bench_reduced_peak.py
-prints it side by side for several trees; tests/test_long_explore.py checks traces.reduced_bytes against it)."""
+prints it side by side for several trees; tests/ui/test_long_explore.py checks traces.reduced_bytes against it)."""
 
 from __future__ import annotations
 
