@@ -143,6 +143,8 @@ EXTRA = {
 
 
 def tiny(model_type: str):
+    """Our module for one registered model type, converted from a tiny random HF model of its own config class
+    (COMMON, and EXTRA where the family needs more to make its feature bite)."""
     torch.manual_seed(0)
     config = tf.AutoConfig.for_model(model_type, **COMMON, **EXTRA.get(model_type, {}))
     config._attn_implementation = "eager"
@@ -157,10 +159,12 @@ def tiny(model_type: str):
 
 
 def block_bytes(model) -> int:
+    """Bytes of a loaded model's first block in float32: the unit the split tests size `max_memory` in."""
     return sum(p.numel() * 4 for p in model.module.blocks[0].parameters())
 
 
 def tiny_mlm(family: str, tokenizer: Tokenizer):
+    """A tiny random BERT or RoBERTa masked-LM (HF eager) over `tokenizer`'s vocabulary."""
     vocab = tokenizer.get_vocab_size()
     common = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=37, max_position_embeddings=64, pad_token_id=2)

@@ -45,7 +45,7 @@ from tests.helpers.tiny_hf import (
 )
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
-T = 12  # tokens of the test batch (tests.test_parity_tiny.batch)
+T = 12  # tokens of the test batch (tests.helpers.tiny_hf.batch)
 CLEAR = 1e-3  # a switched-off feature must miss parity by at least this much
 
 
