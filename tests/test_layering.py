@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
 
 # Layer -> the attnviz layers it may import (besides itself). "attnviz" is the package root (`attnviz.load`,
-# the seed's `attnviz.attention` re-export); "trace" is attnviz/trace.py, the data every layer passes on.
+# the seed's `attnviz.attention` re-export); "trace" is attnviz/trace/, the data every layer passes on.
 LOWER = {
     "transformer": set(),
     "trace": set(),
@@ -60,10 +60,8 @@ def top(name: str) -> str:
 
 
 def layer_of_module(relative: str) -> str:
-    """`transformer/attention.py` -> "transformer"; `trace.py` -> "trace"; other root files -> "attnviz"."""
-    if "/" in relative:
-        return relative.split("/")[0]
-    return "trace" if relative == "trace.py" else "attnviz"
+    """`transformer/attention.py` -> "transformer"; `trace/words.py` -> "trace"; root files -> "attnviz"."""
+    return relative.split("/")[0] if "/" in relative else "attnviz"
 
 
 def layer_of_import(name: str) -> str:
@@ -75,7 +73,7 @@ def layer_of_import(name: str) -> str:
 
 def test_every_folder_is_a_layer():
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(LOWER) - {"trace", "attnviz"}
+    assert folders == set(LOWER) - {"attnviz"}
 
 
 def test_package_uses_absolute_imports_only():
