@@ -50,7 +50,7 @@ def test_a_tall_mosaic_of_many_heads_still_fills_the_width():
 def band_reading(matrix: np.ndarray) -> dict:
     """The panel as the heatmap colours it (difference_heatmap: [-limit, limit]): the distance-1 band and
     far cells in units of the limit, and how many cells are at least half as bright as the brightest."""
-    limit = difference_heatmap(matrix, [f"w{i}" for i in range(len(matrix))], "cos").layout.meta["limit"]
+    limit = difference_heatmap(matrix, [f"w{i}" for i in range(len(matrix))], "cosine").layout.meta["limit"]
     distance = np.abs(np.subtract.outer(np.arange(len(matrix)), np.arange(len(matrix))))
     return {"band": float(matrix[distance == 1].mean() / limit), "far": float(matrix[distance >= 8].mean() / limit),
             "bright": int((matrix >= 0.5 * limit).sum())}

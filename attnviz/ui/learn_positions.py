@@ -63,7 +63,7 @@ def scheme_panel(item, labels: list[str]) -> None:
         return
     heads = t("learn_pos_heads", n=item.n_heads) if item.n_heads > 1 else ""
     st.caption(f"{code(item.model)} · {t(f'learn_pos_source_{item.source}')} {heads}")
-    what = "cos" if item.scheme == "learned" else t("learn_pos_score")  # the learned panel draws cosines
+    what = t("learn_pos_cosine" if item.scheme == "learned" else "learn_pos_score")  # learned: cosines
     figure = plots.difference_heatmap(item.matrix, labels, what, text=plot_text())
     figure.update_layout(height=340, margin={"l": 10, "r": 10, "t": 10, "b": 10})
     st.plotly_chart(figure, key=f"learn_pos_{item.scheme}_chart", width="stretch", config={"displaylogo": False})
