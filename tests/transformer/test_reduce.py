@@ -28,7 +28,7 @@ from attnviz.trace import AttentionTrace
 from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
-from attnviz.workbench.traces import aside_view
+from attnviz.workbench.views import aside_view
 from tests.helpers.tiny_hf import block_bytes, tiny
 
 T, TILE, ROWS = 40, 6, 8
