@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import attnviz  # noqa: E402
 from attnviz import plots  # noqa: E402
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model  # noqa: E402
-from tests.browser import GRID_HAS, launch_chromium, streamlit_server  # noqa: E402
+from tests.helpers.browser import GRID_HAS, launch_chromium, streamlit_server  # noqa: E402
 
 MODELS = [
     ("sentence-transformers/all-MiniLM-L6-v2", "The keys to the cabinet are on the table", 1.0),

@@ -29,8 +29,8 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import peak_rss_bytes, rss_bytes, streamlit_app  # noqa: E402
-from tests.load_driver import WORDS, Session, launch  # noqa: E402
+from tests.helpers.browser import peak_rss_bytes, rss_bytes, streamlit_app  # noqa: E402
+from tests.helpers.load_driver import WORDS, Session, launch  # noqa: E402
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WARM_TEXT = "The keys to the cabinet are on the table."

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.reduced_peak import measure  # noqa: E402
+from tests.helpers.reduced_peak import measure  # noqa: E402
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ The server runs with ATTNVIZ_MEMORY_BUDGET_GB set explicitly (--budget-gb, defau
 
 "Idle": the script run started by the action finished (`data-test-script-state` on stApp went running ->
 notRunning), the running icon in stStatusWidget is gone, and the mosaic shows the marker (short inputs) or is
-a newly drawn figure (512 tokens: the pooled mosaic labels blocks, not every token). See tests/load_driver.py.
+a newly drawn figure (512 tokens: the pooled mosaic labels blocks, not every token). See tests/helpers/load_driver.py.
 The browser runs on the same machine: wall times include Chromium's rendering; server CPU does not.
 """
 
@@ -53,8 +53,8 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import peak_rss_bytes, rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
-from tests.load_driver import (  # noqa: E402
+from tests.helpers.browser import peak_rss_bytes, rss_bytes, server_cpu_seconds, streamlit_app  # noqa: E402
+from tests.helpers.load_driver import (  # noqa: E402
     Session,
     concurrent_load,
     launch,

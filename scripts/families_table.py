@@ -1,5 +1,5 @@
 """Rewrite the supported-architectures table in README.md and docs/architecture.md from the registry
-(attnviz/loading/families.py). tests/test_families.py fails when either file is out of date.
+(attnviz/loading/families.py). tests/contract/test_families.py fails when either file is out of date.
 
     .venv/bin/python scripts/families_table.py
 """

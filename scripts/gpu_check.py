@@ -38,7 +38,7 @@ import attnviz  # noqa: E402
 from attnviz.loading import build_module, hf, pick_device, split  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
 from attnviz.reference.bench import text_of_length  # noqa: E402
-from tests.test_parity_tiny import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 SPLIT_TOL = 1e-6  # a split moves weights, not numbers: the same kernels on the same kind of device
@@ -90,7 +90,7 @@ def max_diffs(a, b, mask) -> tuple[float, float]:
 
 
 def tiny_cases():
-    """(name, our module, HF base model, inputs) for every family of tests/test_parity_tiny.py."""
+    """(name, our module, HF base model, inputs) for every family of tests/parity/test_parity_tiny.py."""
     for name, factory in {**ENCODERS, **DECODERS}.items():
         model = hf_model(factory)
         ours = build_module(model.config.to_dict(), model.state_dict()).eval()

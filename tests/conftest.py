@@ -36,7 +36,7 @@ SHARED_DATA = reference_data_dir()
 # The app's memory budget is checked against this process's resident memory, and the test process also
 # holds the session fixtures' models and every AppTest's: a public host's 2.5 GB would refuse models here
 # that a real server has room for. Tests of the budget set their own; servers started by the browser
-# tests get the app's default (tests/browser.py drops this setting from their environment).
+# tests get the app's default (tests/helpers/browser.py drops this setting from their environment).
 TEST_PROCESS_BUDGET_GB = "16"
 os.environ.setdefault("ATTNVIZ_MEMORY_BUDGET_GB", TEST_PROCESS_BUDGET_GB)
 _absent: set[Path] = set()  # what this run looked for and did not find, for the summary line
@@ -87,3 +87,27 @@ def minilm():
 def smollm():
     require_offline(SMOLLM)
     return attnviz.load(SMOLLM)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A 4-layer random Llama (GQA, untied lm_head) with a byte-level BPE tokenizer, as from_pretrained saves it
+    (the device-map and the reduced-views tests load it whole and split)."""
+    import torch
+    import transformers as tf
+
+    from tests.helpers.tiny_tokenizers import bpe_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = bpe_tokenizer(bos=True)
+    config = tf.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=64, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+                            max_position_embeddings=128, tie_word_embeddings=False, bos_token_id=0, pad_token_id=1)
+    torch.manual_seed(0)
+    model = tf.LlamaForCausalLM(config)
+    with torch.no_grad():  # random init leaves norms at 1: make every tensor count
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    model.save_pretrained(folder, safe_serialization=True)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(folder)
+    return folder

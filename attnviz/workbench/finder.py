@@ -52,7 +52,7 @@ def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: 
 
 # Bytes of parsing an upload per byte of its file: the peak while parsing (the decoded text, the lines, the
 # items), and what the items hold afterwards (words as Python strings, spans). VmHWM measured 18.8 for a
-# 5 MB CoNLL-U file of 172,000 arcs (tests/test_workbench.py), 21.3 since a treebank is read from its own
+# 5 MB CoNLL-U file of 172,000 arcs (tests/workbench/test_workbench.py), 21.3 since a treebank is read from its own
 # text (each sentence's text and word spans are made while parsing).
 PARSE_BYTES_PER_BYTE, PARSED_BYTES_PER_BYTE = 24, 20
 

@@ -115,7 +115,7 @@ def cached_model(bench: Workbench, name: str):
 # once dequantised), plus an overhead for the tokenizer and the libraries' first use. The checkpoint's
 # tensors become the module's parameters (attnviz.loading.build_module(consume=True)), and a GGUF file is
 # dequantised one tensor at a time after its tokenizer is converted. VmHWM above the imports measured with
-# benchmarks/bench_load.py and tests/test_workbench.py. SmolLM2's GGUF, 538 MB dequantised: 648 MB on a first
+# benchmarks/bench_load.py and tests/workbench/test_workbench.py. SmolLM2's GGUF, 538 MB dequantised: 648 MB on a first
 # load (transformers' own GGUF route: 1,277 MB), 536 MB from the model cache (678 MB in the test, whose
 # process holds a Workbench). Gemma 3 270M, 1,073 MB: 1,321 MB first (transformers': 2,937 MB), 1,127 MB
 # cached. MiniLM, 91 MB of safetensors: 116 MB.

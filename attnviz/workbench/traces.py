@@ -22,7 +22,7 @@ from attnviz.workbench.shelf import model_for
 # Peak bytes per attention cell of one run: the float32 probabilities (4), the float16 copy the store keeps
 # (2), and the forward pass's per-layer scores and the allocator's slack; and a fixed allowance for the
 # activations and, in a fresh process, torch's first-pass scratch. VmHWM measured on 300-token texts
-# (tests/test_workbench.py): SmolLM2 191 MB for 24 M cells, MiniLM 87-92 MB for 6.6 M cells (91.8 MB in a CI
+# (tests/workbench/test_workbench.py): SmolLM2 191 MB for 24 M cells, MiniLM 87-92 MB for 6.6 M cells (91.8 MB in a CI
 # run, 0.2 MB over the 32 MB allowance then; now 40 MB).
 TRACE_BYTES_PER_CELL, TRACE_OVERHEAD = 9, 40_000_000
 
@@ -95,7 +95,7 @@ def is_long(model, text: str, text_pair: str | None = None) -> bool:
 # tabs with 20 blocks + 200 MB (655 MB at 3,100 tokens). What is not held grows little with T (~460 MB at
 # 3,100 tokens, ~565 MB at 8,192 in a fresh server), so the allowance is mostly fixed: 782 MB at 3,100 tokens,
 # 887 MB at 4,096, 1,316 MB at 8,192 (which then still fits a 2.5 GB budget beside SmolLM2's 0.98 GB).
-# Checked against VmHWM by tests/test_long_explore.py and, on one server, by tests/test_hostile_memory.py.
+# Checked against VmHWM by tests/ui/test_long_explore.py and, on one server, by tests/browser/test_hostile_memory.py.
 REDUCED_CHUNK_ROWS, REDUCED_BLOCK_COPIES, REDUCED_OVERHEAD = 128, 12, 450_000_000
 
 
@@ -189,7 +189,7 @@ def reduced_profile(bench: Workbench, trace_key: tuple):
 
 
 # Peak bytes per attention cell of building an export, beside the float32 trace (checked against VmHWM by
-# tests/test_workbench.py): NPZ, the compressed buffer as it grows and its copy; JSON, the text pieces and
+# tests/workbench/test_workbench.py): NPZ, the compressed buffer as it grows and its copy; JSON, the text pieces and
 # the joined text (about 8 characters a cell each), and Streamlit's encoded copy of it.
 EXPORT_BYTES_PER_CELL = {"npz": 16, "json": 24}
 
