@@ -14,8 +14,8 @@ import transformers as tf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from attnviz.interventions import effects
-from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
+from attnviz.tracing.model import LoadedModel, ModelInfo
 
 CORPUS = [
     "The cat sat on the mat. The keys to the cabinet are on the table.",

@@ -7,7 +7,6 @@ import logging
 
 import torch
 
-from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import cache
 from attnviz.loading.registry import CONVERTERS, converter_for
 from attnviz.loading.size import (
@@ -19,6 +18,7 @@ from attnviz.loading.size import (
     parameter_count,
 )
 from attnviz.loading.sources import is_local_path, resolve_source
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
 
@@ -116,7 +116,7 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
         module = module.to(device=device, dtype=torch_dtype).eval()
     config = module.config
     if isinstance(module, EncoderDecoder):  # a translation model (Marian): its own run() and trace
-        from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
+        from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
 
         limit = min([max_tokens] + [checkpoint.max_length] * (checkpoint.max_length is not None))
         info = seq2seq_info(module, source, checkpoint.path, checkpoint.config["model_type"], limit)
