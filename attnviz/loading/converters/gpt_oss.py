@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.loading.converters.llama import _rope
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.llama import _rope
 from attnviz.transformer.config import ModelConfig
 
 LAYER_TYPES = ("sliding_attention", "full_attention")

@@ -7,7 +7,7 @@ scaled by 1/sqrt(d) (attn_scale 1.0); q, k, v have no bias, out_proj has one; pr
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

@@ -15,8 +15,8 @@ import dataclasses
 
 import torch
 
+from attnviz.loading.converters.llama import llama_config
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.llama import llama_config
 from attnviz.transformer.config import ModelConfig
 
 

@@ -20,8 +20,8 @@ import re
 
 import torch
 
-from attnviz.loading.activations import activation
-from attnviz.loading.bert import _move_mlm_head
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.bert import _move_mlm_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

@@ -10,7 +10,7 @@ rows: H*D query rows, then K*D key rows, then K*D value rows) and the MLP's gate
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 

@@ -9,7 +9,7 @@ equal to within float32 rounding).
 
 from __future__ import annotations
 
-from attnviz.loading.gpt_neox import split_per_head
+from attnviz.loading.converters.gpt_neox import split_per_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

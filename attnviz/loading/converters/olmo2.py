@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnviz.loading.llama import llama_config
-from attnviz.loading.llama_like import convert_llama_like
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_llama_like
 from attnviz.transformer.config import ModelConfig
 
 AFTER_NORMS = (("post_attention_layernorm", "attn_post_norm"), ("post_feedforward_layernorm", "mlp_post_norm"))

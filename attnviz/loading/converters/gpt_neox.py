@@ -7,9 +7,9 @@ projection as [B, T, H, 3 * D] and chunks each head's 3 * D into q, k, v), not c
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger, detect_prefix
-from attnviz.loading.rotary import rotary_settings
 from attnviz.transformer.config import ModelConfig
 
 

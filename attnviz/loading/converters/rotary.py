@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnviz.loading.llama import _rope
+from attnviz.loading.converters.llama import _rope
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
 
 

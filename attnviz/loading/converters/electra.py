@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from attnviz.loading.bert import _modern_norm_name, bert_layout, move_bert_layers
+from attnviz.loading.converters.bert import _modern_norm_name, bert_layout, move_bert_layers
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from attnviz.loading.bert import bert_layout
+from attnviz.loading.converters.bert import bert_layout
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

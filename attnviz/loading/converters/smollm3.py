@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnviz.loading.llama import llama_config
-from attnviz.loading.llama_like import convert_llama_like, layer_windows
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_llama_like, layer_windows
 from attnviz.transformer.config import ModelConfig
 
 

@@ -23,7 +23,7 @@ raw dict converts as the finished config does.
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES

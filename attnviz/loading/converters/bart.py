@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.loading.converters.marian import _attention, _block_rest, check_equal_widths, shared_settings
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.marian import _attention, _block_rest, check_equal_widths, shared_settings
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
 BART_POSITION_OFFSET = 2

@@ -8,9 +8,9 @@ LayerNorm, and an unembedding with a bias.
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.rotary import rotary_settings
 from attnviz.transformer.config import ModelConfig
 
 
