@@ -166,7 +166,7 @@ def _traced(module, checkpoint, source: str, max_tokens: int, split_device, prog
     config = module.config
     info = ModelInfo.describe(module, source, checkpoint.path, checkpoint.config["model_type"],
                               _token_limit(max_tokens, config, checkpoint))
-    if split_device is not None:  # a split module's first weight may sit on "meta" (offloaded): inputs go to the main device
+    if split_device is not None:  # its first weight may sit on "meta" (offloaded): inputs go to the main device
         info = dataclasses.replace(info, device=split_device)
     progress("ready")
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens,
