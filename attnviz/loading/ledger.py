@@ -20,6 +20,10 @@ class WeightLedger:
             raise ValueError(f"checkpoint has no tensor {full!r}")
         return self._remaining.pop(full)
 
+    def has(self, key: str) -> bool:
+        """Whether the checkpoint holds `key` (under the prefix), not yet taken."""
+        return self.prefix + key in self._remaining
+
     def put(self, our_key: str, tensor: torch.Tensor) -> None:
         self.converted[our_key] = tensor
 

@@ -24,11 +24,14 @@ raw dict converts as the finished config does.
 from __future__ import annotations
 
 from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import PRE_NORMS, convert_decoder
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
 
 SANDWICH = ("gemma2", "gemma3_text")
+SANDWICH_NORMS = (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "attn_post_norm"),
+                  ("pre_feedforward_layernorm", "mlp_norm"), ("post_feedforward_layernorm", "mlp_post_norm"))
 # Gemma3TextConfig's defaults, for configs that leave them out (the GGUF loader's dict)
 GEMMA3_DEFAULTS = {"global_theta": 1_000_000.0, "local_theta": 10_000.0, "pattern": 6}
 
@@ -158,25 +161,4 @@ def _convert_wrapper(hf: dict, checkpoint: dict, model) -> dict:
 
 
 def _convert(model_type: str, w: WeightLedger, model) -> dict:
-    c = model.config
-    w.move("embed_tokens.weight", "token_embedding.weight")
-    for i in range(c.n_layers):
-        layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
-        if c.qk_norm is not None:
-            w.move(f"{layer}self_attn.q_norm.weight", f"{ours}attn.q_norm.weight")
-            w.move(f"{layer}self_attn.k_norm.weight", f"{ours}attn.k_norm.weight")
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            w.move(f"{layer}mlp.{name}.weight", f"{ours}mlp.{name}.weight")
-        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
-        if model_type in SANDWICH:
-            w.move(f"{layer}post_attention_layernorm.weight", f"{ours}attn_post_norm.weight")
-            w.move(f"{layer}pre_feedforward_layernorm.weight", f"{ours}mlp_norm.weight")
-            w.move(f"{layer}post_feedforward_layernorm.weight", f"{ours}mlp_post_norm.weight")
-        else:
-            w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
-    w.move("norm.weight", "final_norm.weight")
-    w.unembedding(c.tie_word_embeddings)
-    w.ignore(r".*rotary_emb\.inv_freq")  # recomputed from the config
-    return w.finish(model)
+    return convert_decoder(w, model, SANDWICH_NORMS if model_type in SANDWICH else PRE_NORMS)

@@ -1,5 +1,7 @@
-"""What the Llama-shaped families after Llama share (Qwen3, OLMo 2, SmolLM3): per-layer windows from
-HF's `layer_types`, and the tensor moves of a q/k/v/o + gate/up/down decoder with optional q/k norms."""
+"""What the Llama-shaped decoders share (Llama, Mistral, Qwen2/3, OLMo 2, SmolLM3, Gemma, Mixtral, gpt-oss,
+Phi-3): per-layer windows from HF's `layer_types`, and the tensor moves of a q/k/v/o + gate/up/down decoder
+with optional biases and q/k norms, its block norms, final norm and unembedding. A family whose attention
+or MLP is stored otherwise (fused, experts, sinks) passes its own move for that part."""
 
 from __future__ import annotations
 
@@ -28,27 +30,43 @@ def layer_windows(hf: dict, layer_types: list[str] | None) -> tuple[int | None, 
     return tuple(window if kind == "sliding_attention" else None for kind in layer_types)
 
 
-def convert_llama_like(checkpoint: dict, model, norms=PRE_NORMS) -> dict:
-    """model.* tensors of a Llama-shaped decoder -> ours; `norms`: (HF name, our name) of each block norm."""
-    w = WeightLedger(checkpoint, "model.")
+def move_attention(w: WeightLedger, layer: str, ours: str, c) -> None:
+    """self_attn.{q,k,v,o}_proj (with the biases the config asks for) and the q/k norms, if any."""
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
+        if c.out_bias if name == "o_proj" else c.qkv_bias:
+            w.move(f"{layer}self_attn.{name}.bias", f"{ours}attn.{name}.bias")
+    if c.qk_norm is not None:
+        w.move(f"{layer}self_attn.q_norm.weight", f"{ours}attn.q_norm.weight")
+        w.move(f"{layer}self_attn.k_norm.weight", f"{ours}attn.k_norm.weight")
+
+
+def move_gated_mlp(w: WeightLedger, layer: str, ours: str, c) -> None:
+    """mlp.{gate,up,down}_proj, with biases where the config has them."""
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        w.move(f"{layer}mlp.{name}.weight", f"{ours}mlp.{name}.weight")
+        if c.mlp_bias:
+            w.move(f"{layer}mlp.{name}.bias", f"{ours}mlp.{name}.bias")
+
+
+def convert_decoder(w: WeightLedger, model, norms=PRE_NORMS, attention=move_attention, mlp=move_gated_mlp) -> dict:
+    """A Llama-shaped decoder's tensors (under `w`'s prefix) -> ours: the embedding, each layer's attention
+    and MLP (`attention`, `mlp`: (ledger, HF layer prefix, our block prefix, config), for families that store
+    them otherwise) and block norms (`norms`: (HF name, our name) pairs), the final norm, the unembedding."""
     c = model.config
     w.move("embed_tokens.weight", "token_embedding.weight")
     for i in range(c.n_layers):
         layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
-            if c.out_bias if name == "o_proj" else c.qkv_bias:
-                w.move(f"{layer}self_attn.{name}.bias", f"{ours}attn.{name}.bias")
-        if c.qk_norm is not None:
-            w.move(f"{layer}self_attn.q_norm.weight", f"{ours}attn.q_norm.weight")
-            w.move(f"{layer}self_attn.k_norm.weight", f"{ours}attn.k_norm.weight")
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            w.move(f"{layer}mlp.{name}.weight", f"{ours}mlp.{name}.weight")
-            if c.mlp_bias:
-                w.move(f"{layer}mlp.{name}.bias", f"{ours}mlp.{name}.bias")
+        attention(w, layer, ours, c)
+        mlp(w, layer, ours, c)
         for theirs, mine in norms:
             w.move(f"{layer}{theirs}.weight", f"{ours}{mine}.weight")
     w.move("norm.weight", "final_norm.weight")
     w.unembedding(c.tie_word_embeddings)
-    w.ignore(r".*rotary_emb\.inv_freq")  # recomputed from the config
+    w.ignore(r".*rotary_emb\.(\w+_)?inv_freq")  # recomputed from the config (Phi-3 saves long_ and short_ too)
     return w.finish(model)
+
+
+def convert_llama_like(hf: dict, checkpoint: dict, model) -> dict:
+    """A Llama-shaped checkpoint under model.* with Llama's pre-norms (Llama, Mistral, Qwen2, Qwen3, SmolLM3)."""
+    return convert_decoder(WeightLedger(checkpoint, "model."), model)

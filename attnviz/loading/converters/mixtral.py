@@ -16,6 +16,7 @@ import dataclasses
 import torch
 
 from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_decoder
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
@@ -37,28 +38,19 @@ def mixtral_config(hf: dict) -> ModelConfig:
 
 
 def convert_mixtral(hf: dict, checkpoint: dict, model) -> dict:
-    w = WeightLedger(checkpoint, "model.")
-    w.move("embed_tokens.weight", "token_embedding.weight")
-    c = model.config
-    for i in range(c.n_layers):
-        layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
-        if f"model.{layer}mlp.gate.weight" in checkpoint:  # transformers 5's in-memory layout
-            w.move(f"{layer}mlp.gate.weight", f"{ours}mlp.router.weight")
-            w.move(f"{layer}mlp.experts.gate_up_proj", f"{ours}mlp.gate_up")
-            w.move(f"{layer}mlp.experts.down_proj", f"{ours}mlp.down")
-        else:  # the hub's per-expert layout
-            moe = f"{layer}block_sparse_moe."
-            w.move(f"{moe}gate.weight", f"{ours}mlp.router.weight")
-            experts = range(c.n_experts)
-            gate = torch.stack([w.take(f"{moe}experts.{e}.w1.weight") for e in experts])  # E, F, C
-            up = torch.stack([w.take(f"{moe}experts.{e}.w3.weight") for e in experts])  # E, F, C
-            w.put(f"{ours}mlp.gate_up", torch.cat((gate, up), dim=1))  # E, 2F, C
-            w.put(f"{ours}mlp.down", torch.stack([w.take(f"{moe}experts.{e}.w2.weight") for e in experts]))
-        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
-        w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
-    w.move("norm.weight", "final_norm.weight")
-    w.unembedding(c.tie_word_embeddings)
-    w.ignore(r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq")
-    return w.finish(model)
+    return convert_decoder(WeightLedger(checkpoint, "model."), model, mlp=_move_experts)
+
+
+def _move_experts(w: WeightLedger, layer: str, ours: str, c) -> None:
+    if w.has(f"{layer}mlp.gate.weight"):  # transformers 5's in-memory layout
+        w.move(f"{layer}mlp.gate.weight", f"{ours}mlp.router.weight")
+        w.move(f"{layer}mlp.experts.gate_up_proj", f"{ours}mlp.gate_up")
+        w.move(f"{layer}mlp.experts.down_proj", f"{ours}mlp.down")
+    else:  # the hub's per-expert layout
+        moe = f"{layer}block_sparse_moe."
+        w.move(f"{moe}gate.weight", f"{ours}mlp.router.weight")
+        experts = range(c.n_experts)
+        gate = torch.stack([w.take(f"{moe}experts.{e}.w1.weight") for e in experts])  # E, F, C
+        up = torch.stack([w.take(f"{moe}experts.{e}.w3.weight") for e in experts])  # E, F, C
+        w.put(f"{ours}mlp.gate_up", torch.cat((gate, up), dim=1))  # E, 2F, C
+        w.put(f"{ours}mlp.down", torch.stack([w.take(f"{moe}experts.{e}.w2.weight") for e in experts]))

@@ -21,5 +21,4 @@ def qwen3_config(hf: dict) -> ModelConfig:
         llama_config(hf), family="qwen3", qk_norm="head", layer_windows=layer_windows(hf, layer_types))
 
 
-def convert_qwen3(hf: dict, checkpoint: dict, model) -> dict:
-    return convert_llama_like(checkpoint, model)
+convert_qwen3 = convert_llama_like  # Llama's tensors, q/k norms included

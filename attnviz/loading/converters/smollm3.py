@@ -30,5 +30,4 @@ def smollm3_config(hf: dict) -> ModelConfig:
         layer_windows=layer_windows(hf, layer_types))
 
 
-def convert_smollm3(hf: dict, checkpoint: dict, model) -> dict:
-    return convert_llama_like(checkpoint, model)
+convert_smollm3 = convert_llama_like  # Llama's tensors
