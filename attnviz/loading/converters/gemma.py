@@ -24,7 +24,7 @@ raw dict converts as the finished config does.
 from __future__ import annotations
 
 from attnviz.loading.converters.activations import activation
-from attnviz.loading.converters.llama_like import PRE_NORMS, convert_decoder
+from attnviz.loading.converters.llama_like import PRE_NORMS, convert_decoder, decoder_sizes
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
@@ -44,7 +44,6 @@ def gemma_config(hf: dict) -> ModelConfig:
         raise ValueError(f"{model_type} with use_bidirectional_attention=True (an embedding model) is not supported")
     if hf.get("attention_bias"):
         raise ValueError(f"{model_type} with attention_bias=True is not supported")
-    n_heads, d_model = hf["num_attention_heads"], hf["hidden_size"]
     head_dim = hf.get("head_dim") or 256
     # Gemma 1 reads hidden_act (its legacy "gelu" means the tanh form); Gemma 2/3 read hidden_activation.
     if model_type == "gemma":
@@ -54,25 +53,17 @@ def gemma_config(hf: dict) -> ModelConfig:
         act = hf.get("hidden_activation") or "gelu_pytorch_tanh"
     common = dict(
         family=model_type,
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=head_dim,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="gemma_rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-6),
         gated_mlp=True,
         activation=activation(act),
-        max_positions=None,
         qkv_bias=False,
         out_bias=False,
         mlp_bias=False,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        embed_scale=d_model**0.5,
+        embed_scale=hf["hidden_size"]**0.5,
     )
     if model_type == "gemma":
         theta, scaling = _rope(hf.get("rope_parameters") or hf.get("rope_scaling"), hf.get("rope_theta", 10000.0))

@@ -8,6 +8,7 @@ projection as [B, T, H, 3 * D] and chunks each head's 3 * D into q, k, v), not c
 from __future__ import annotations
 
 from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import decoder_sizes
 from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
@@ -19,23 +20,16 @@ def gpt_neox_config(hf: dict) -> ModelConfig:
     bias = bool(hf.get("attention_bias", True))
     return ModelConfig(
         family="gpt_neox",
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        d_ff=hf["intermediate_size"],
-        causal=True,
+        **decoder_sizes(hf),
         norm_eps=hf.get("layer_norm_eps", 1e-5),
         norm_placement="pre",
         residual="parallel" if hf.get("use_parallel_residual", True) else "sequential",
         activation=activation(hf.get("hidden_act", "gelu")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=rotary_dim,
         qkv_bias=bias,
         out_bias=bias,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.converters.llama_like import convert_decoder, move_attention
+from attnviz.loading.converters.llama_like import convert_decoder, decoder_sizes, move_attention
 from attnviz.loading.converters.rotary import rope_settings
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
@@ -44,24 +44,16 @@ def gpt_oss_config(hf: dict) -> ModelConfig:
     bias = bool(hf.get("attention_bias", True))
     return ModelConfig(
         family="gpt_oss",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=n_layers,
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=hf.get("head_dim") or hf["hidden_size"] // n_heads,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-5),
         norm_placement="pre",
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         qkv_bias=bias,
         out_bias=bias,
         mlp_bias=True,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         layer_windows=tuple(window if kind == "sliding_attention" else None for kind in layer_types),
         attn_sinks=True,

@@ -3,7 +3,7 @@ MLP, rotary positions and grouped-query attention."""
 
 from __future__ import annotations
 
-from attnviz.loading.converters.llama_like import convert_llama_like
+from attnviz.loading.converters.llama_like import convert_llama_like, decoder_sizes
 from attnviz.loading.converters.rotary import rope_settings
 from attnviz.transformer.config import ModelConfig
 
@@ -16,29 +16,20 @@ def llama_config(hf: dict) -> ModelConfig:
         raise ValueError("Qwen2 with use_sliding_window=True is not supported")
     theta, scaling = rope_settings(hf)
     attention_bias = bool(hf.get("attention_bias", False))
-    n_heads = hf["num_attention_heads"]
     return ModelConfig(
         family="llama",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=hf.get("head_dim"),
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-6),
         norm_placement="pre",
         gated_mlp=True,
         activation="silu",
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         qkv_bias=True if model_type == "qwen2" else attention_bias,  # Qwen2: q/k/v biases, no o bias
         out_bias=attention_bias,
         mlp_bias=bool(hf.get("mlp_bias", False)),
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         sliding_window=hf.get("sliding_window") if model_type == "mistral" else None,
     )

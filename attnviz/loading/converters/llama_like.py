@@ -10,6 +10,15 @@ from attnviz.loading.ledger import WeightLedger
 PRE_NORMS = (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "mlp_norm"))  # Llama's pre-norms
 
 
+def decoder_sizes(hf: dict) -> dict:
+    """The ModelConfig sizes a decoder's HF config names under Llama's keys (GPT-NeoX and Phi use them too),
+    with what every such decoder sets: causal, no position table (rotary), an unembedding."""
+    n_heads = hf["num_attention_heads"]
+    return dict(vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
+                n_heads=n_heads, n_kv_heads=hf.get("num_key_value_heads") or n_heads, d_ff=hf["intermediate_size"],
+                causal=True, max_positions=None, lm_head=True)
+
+
 def layer_windows(hf: dict, layer_types: list[str] | None) -> tuple[int | None, ...] | None:
     """Each layer's window from HF's layer_types ("sliding_attention" layers get `sliding_window`; HF
     picks each layer's mask by its type), or None when every layer attends fully."""

@@ -9,6 +9,7 @@ LayerNorm, and an unembedding with a bias.
 from __future__ import annotations
 
 from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import decoder_sizes
 from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
@@ -23,24 +24,16 @@ def phi_config(hf: dict) -> ModelConfig:
     theta, scaling, rotary_dim = rotary_settings(hf, head_dim, default_factor=0.5)
     return ModelConfig(
         family="phi",
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=hf.get("head_dim"),
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm_eps=hf.get("layer_norm_eps", 1e-5),
         norm_placement="pre",
         residual="parallel_shared",
         activation=activation(hf.get("hidden_act", "gelu_new")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=rotary_dim,
         qk_norm="head" if hf.get("qk_layernorm") else None,
-        lm_head=True,
         lm_head_bias=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
     )

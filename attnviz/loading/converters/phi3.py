@@ -11,7 +11,7 @@ rows: H*D query rows, then K*D key rows, then K*D value rows) and the MLP's gate
 from __future__ import annotations
 
 from attnviz.loading.converters.activations import activation
-from attnviz.loading.converters.llama_like import convert_decoder
+from attnviz.loading.converters.llama_like import convert_decoder, decoder_sizes
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
@@ -30,27 +30,19 @@ def phi3_config(hf: dict) -> ModelConfig:
         raise ValueError(f"partial_rotary_factor {partial} gives an odd or empty rotary width {rotary_dim}")
     return ModelConfig(
         family="phi3",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=head_dim,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-5),
         norm_placement="pre",
         gated_mlp=True,
         activation=activation(hf.get("hidden_act", "silu")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=None if rotary_dim == head_dim else rotary_dim,
         qkv_bias=False,
         out_bias=False,
         mlp_bias=False,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         sliding_window=hf.get("sliding_window"),
     )
