@@ -1,9 +1,9 @@
 """One converter per family, as TransformerLens's pretrained/weight_conversions/: each file holds its
 family's pair, HF config -> `ModelConfig` and HF tensors -> our state dict, and says only what is special
 about that family. What several families share is written once in a module named for what it holds:
-`llama_like.py` (the q/k/v/o + gated-MLP decoder),
-`rotary.py` (rotary settings), `activations.py` (HF activation names). The registry
-(attnviz.loading.registry) maps each `model_type` to its pair."""
+`llama_like.py` (the Llama-shaped decoder: sizes, q/k/v/o, gated MLP, norms), `bert_like.py` (the BERT-layout
+encoders: embeddings, BertLayer, the masked-LM head), `rotary.py` (rotary settings), `activations.py` (HF
+activation names). The registry (attnviz.loading.registry) maps each `model_type` to its pair."""
 
 from attnviz.loading.converters.albert import albert_config, convert_albert
 from attnviz.loading.converters.bart import bart_config, convert_bart

@@ -13,6 +13,9 @@ from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
+NEOX_MLP_AND_NORMS = {"mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj",  # BLOOM's too
+                      "input_layernorm": "attn_norm", "post_attention_layernorm": "mlp_norm"}
+
 
 def gpt_neox_config(hf: dict) -> ModelConfig:
     d_model, n_heads = hf["hidden_size"], hf["num_attention_heads"]
@@ -54,14 +57,8 @@ def convert_gpt_neox(hf: dict, checkpoint: dict, model) -> dict:
             for name, part in zip(("q_proj", "k_proj", "v_proj"), split_per_head(fused, c.n_heads)):
                 w.put(f"{ours}attn.{name}.{kind}", part)
             w.move(f"{layer}attention.dense.{kind}", f"{ours}attn.o_proj.{kind}")
-        for theirs, mine in (("dense_h_to_4h", "up_proj"), ("dense_4h_to_h", "down_proj")):
-            for kind in ("weight", "bias"):
-                w.move(f"{layer}mlp.{theirs}.{kind}", f"{ours}mlp.{mine}.{kind}")
-        for kind in ("weight", "bias"):
-            w.move(f"{layer}input_layernorm.{kind}", f"{ours}attn_norm.{kind}")
-            w.move(f"{layer}post_attention_layernorm.{kind}", f"{ours}mlp_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"final_layer_norm.{kind}", f"final_norm.{kind}")
+        w.move_params(NEOX_MLP_AND_NORMS, layer, ours)
+    w.move_params({"final_layer_norm": "final_norm"})
     # Pythia's own checkpoints name the unembedding embed_out; transformers 5 renames it lm_head on load.
     w.unembedding(c.tie_word_embeddings, "embed_out.weight" if "embed_out.weight" in checkpoint else "lm_head.weight")
     # Causal-mask and rotary buffers that old checkpoints saved; recomputed from the config.

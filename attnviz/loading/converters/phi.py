@@ -14,6 +14,10 @@ from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
+LAYER = {"self_attn.q_proj": "attn.q_proj", "self_attn.k_proj": "attn.k_proj", "self_attn.v_proj": "attn.v_proj",
+         "self_attn.dense": "attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj",
+         "input_layernorm": "attn_norm"}
+
 
 def phi_config(hf: dict) -> ModelConfig:
     d_model, n_heads = hf["hidden_size"], hf["num_attention_heads"]
@@ -45,17 +49,10 @@ def convert_phi(hf: dict, checkpoint: dict, model) -> dict:
     w.move("embed_tokens.weight", "token_embedding.weight")
     for i in range(c.n_layers):
         layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for kind in ("weight", "bias"):
-            for theirs, mine in (("self_attn.q_proj", "attn.q_proj"), ("self_attn.k_proj", "attn.k_proj"),
-                                 ("self_attn.v_proj", "attn.v_proj"), ("self_attn.dense", "attn.o_proj"),
-                                 ("mlp.fc1", "mlp.up_proj"), ("mlp.fc2", "mlp.down_proj"),
-                                 ("input_layernorm", "attn_norm")):
-                w.move(f"{layer}{theirs}.{kind}", f"{ours}{mine}.{kind}")
-            if c.qk_norm is not None:
-                w.move(f"{layer}self_attn.q_layernorm.{kind}", f"{ours}attn.q_norm.{kind}")
-                w.move(f"{layer}self_attn.k_layernorm.{kind}", f"{ours}attn.k_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"final_layernorm.{kind}", f"final_norm.{kind}")
+        w.move_params(LAYER, layer, ours)
+        if c.qk_norm is not None:
+            w.move_params({"self_attn.q_layernorm": "attn.q_norm", "self_attn.k_layernorm": "attn.k_norm"}, layer, ours)
+    w.move_params({"final_layernorm": "final_norm"})
     w.unembedding(c.tie_word_embeddings)
     w.prefix = ""  # the head, and its bias, sit outside the base model's prefix
     w.move("lm_head.bias", "lm_head.bias")
