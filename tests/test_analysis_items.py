@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.analysis.items import (
+from attnviz.analysis import (
     PRONOUNS,
     ProbeItem,
     parse_conllu,

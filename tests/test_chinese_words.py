@@ -14,12 +14,12 @@ import jieba
 import numpy as np
 import pytest
 
-from attnviz import trace as trace_module
 from attnviz.analysis import rank_heads
 from attnviz.analysis.scoring import ScoreAccumulator
 from attnviz.analysis.views import attention_view, word_runs
 from attnviz.probesets import builtin_items
 from attnviz.trace import split_words
+from attnviz.trace import words as trace_module
 from tests.conftest import ROOT
 
 SENTENCE = "小明告诉老师他生病了"

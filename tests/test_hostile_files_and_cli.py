@@ -11,7 +11,7 @@ import time
 import pytest
 
 from attnviz.__main__ import main
-from attnviz.analysis import detect_format, items, parse_items, read_items
+from attnviz.analysis import detect_format, parse_items, read_items, winobias
 from tests.conftest import MINILM, ROOT, require_data
 
 DEEP = b"[" * 100_000
@@ -104,7 +104,7 @@ def test_an_unexpected_exception_while_parsing_is_a_located_value_error(monkeypa
     def broken(text):
         raise RuntimeError("internal detail /srv/secret")
 
-    monkeypatch.setattr(items, "_split_winobias_words", broken)
+    monkeypatch.setattr(winobias, "_split_winobias_words", broken)
     message = error_of("winobias", lines(b"", *GOOD["winobias"]), "wino.txt.dev")
     assert message == "wino.txt.dev, line 2: could not be read (RuntimeError)"
 
@@ -202,7 +202,7 @@ def test_probe_cli_reports_an_unexpected_parsing_exception(capsys, tmp_path, mon
     def broken(text):
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr(items, "_split_winobias_words", broken)
+    monkeypatch.setattr(winobias, "_split_winobias_words", broken)
     path = tmp_path / "w.txt.dev"
     path.write_bytes(lines(*GOOD["winobias"]))
     assert main(["probe", "--model", MINILM, "--winobias", str(path)]) == 2

@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "attnviz"
 
 # Layer -> the attnviz layers it may import (besides itself). "attnviz" is the package root (`attnviz.load`,
-# the seed's `attnviz.attention` re-export); "trace" is attnviz/trace.py, the data every layer passes on.
+# the seed's `attnviz.attention` re-export); "trace" is attnviz/trace/, the data every layer passes on.
 LOWER = {
     "transformer": set(),
     "trace": set(),
@@ -60,10 +60,8 @@ def top(name: str) -> str:
 
 
 def layer_of_module(relative: str) -> str:
-    """`transformer/attention.py` -> "transformer"; `trace.py` -> "trace"; other root files -> "attnviz"."""
-    if "/" in relative:
-        return relative.split("/")[0]
-    return "trace" if relative == "trace.py" else "attnviz"
+    """`transformer/attention.py` -> "transformer"; `trace/words.py` -> "trace"; root files -> "attnviz"."""
+    return relative.split("/")[0] if "/" in relative else "attnviz"
 
 
 def layer_of_import(name: str) -> str:
@@ -75,7 +73,7 @@ def layer_of_import(name: str) -> str:
 
 def test_every_folder_is_a_layer():
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(LOWER) - {"trace", "attnviz"}
+    assert folders == set(LOWER) - {"attnviz"}
 
 
 def test_package_uses_absolute_imports_only():
@@ -123,3 +121,72 @@ def test_only_ui_imports_streamlit_and_ui_imports_no_torch():
     assert all(m.startswith("ui/") for m in streamlit_users), streamlit_users
     torch_users = {m for m, names in modules().items() if any(top(n) == "torch" for n in names)}
     assert not {m for m in torch_users if m.startswith("ui/")}, torch_users
+
+
+# The pages of ui/: the modules app.py and app_pages/*.py run (each one `render`). Everything else in ui/ is a
+# section or widget that pages import; a page imports no other page, and no section imports a page.
+PAGES = {"ui/explore.py", "ui/head_finder.py", "ui/learn.py", "ui/translate.py"}
+
+
+def module_name(relative: str) -> str:
+    """`ui/explore.py` -> "attnviz.ui.explore"; `ui/__init__.py` -> "attnviz.ui"."""
+    parts = ["attnviz", *relative.removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path) -> set[str]:
+    """The package's modules `path` imports, at module level or inside a function: `from attnviz.ui import
+    lenses` names the module attnviz.ui.lenses, `from attnviz.workbench import Busy` the package."""
+    known = {module_name(p.relative_to(PACKAGE).as_posix()) for p in PACKAGE.rglob("*.py")}
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                names.add(submodule if submodule in known else node.module)
+    return {name for name in names if name in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p.relative_to(PACKAGE).as_posix()): module_imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_the_pages_are_what_the_app_runs():
+    root = PACKAGE.parent
+    run = set()
+    for page in [root / "app.py", *sorted((root / "app_pages").glob("*.py"))]:
+        for node in ast.walk(ast.parse(page.read_text())):
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "render" for alias in node.names):
+                run.add(node.module.removeprefix("attnviz.").replace(".", "/") + ".py")
+    assert run == PAGES
+
+
+def test_no_module_imports_a_page():
+    """Pages share sections and widgets, never each other: a page module imported by another module (a page
+    or a section) would be a page that is also a library."""
+    pages = {module_name(page) for page in PAGES}
+    for module, names in import_graph().items():
+        assert not names & pages, f"{module} imports the page(s) {sorted(names & pages)}"
+
+
+def test_no_import_cycles():
+    """No module of the package reaches itself through imports, counting those inside functions. The root's
+    `attnviz.load` imports attnviz.loading inside the function, and workbench and cli call `attnviz.load`
+    (an `import attnviz` of the root module): no cycle, as long as nothing under loading imports the root."""
+    graph = import_graph()
+    cycles, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for name in sorted(graph.get(module, ())):
+            if name in path:
+                cycles.append(path[path.index(name):] + [name])
+            elif name not in done:
+                visit(name, [*path, name])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)

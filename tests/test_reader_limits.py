@@ -11,7 +11,7 @@ import time
 import pytest
 
 from attnviz.__main__ import main
-from attnviz.analysis import detect_format, items, pair_items, parse_items
+from attnviz.analysis import conllu, detect_format, items, pair_items, parse_items
 from attnviz.analysis.items import MAX_ITEM_WORDS, MAX_ITEMS, MAX_WORD_CHARS, ProbeItem, sentence_items
 from attnviz.analysis.pair_items import parse_pairs
 from tests.conftest import MINILM, ROOT, require_data
@@ -76,7 +76,7 @@ def test_the_real_treebanks_pass_the_limits():
     for name in ("en_ewt-ud-dev.conllu", "zh_gsdsimp-ud-dev.conllu"):
         path = require_data(f"ud/{name}")
         start = time.perf_counter()
-        parsed = items.read_conllu(path)
+        parsed = conllu.read_conllu(path)
         assert len(parsed) > 10_000
         assert time.perf_counter() - start < 10
         assert max(len(item.words) for item in parsed) < MAX_ITEM_WORDS // 5

@@ -28,7 +28,7 @@ from attnviz.tracing.reduced import reduced_trace
 from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
-from attnviz.workbench.traces import aside_view
+from attnviz.workbench.views import aside_view
 from tests.test_device_map import block_bytes
 from tests.test_device_map import tiny_llama as tiny_llama_folder
 from tests.test_every_family import tiny

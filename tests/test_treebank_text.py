@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnviz.analysis import parse_conllu_reading, read_conllu_sentences, sentence_text, word_attention
-from attnviz.analysis.items import conllu_reading
+from attnviz.analysis.conllu import conllu_reading
 from attnviz.analysis.scoring import ScoreAccumulator, _row_predictions, predictions
 from attnviz.cli.main import main
 from attnviz.trace import AttentionTrace

@@ -102,11 +102,11 @@ def test_the_workbench_runs_where_streamlit_cannot_be_imported():
     script = textwrap.dedent(f"""
         import sys
         sys.modules["streamlit"] = None  # any import of streamlit now raises ImportError
-        from attnviz.workbench import Workbench, heads, traces
+        from attnviz.workbench import Workbench, heads, views
         bench = Workbench(budget=16_000_000_000)
-        view = traces.view(bench, {MINILM!r}, "The cat sat on the mat.", None, "word", True)
+        view = views.view(bench, {MINILM!r}, "The cat sat on the mat.", None, "word", True)
         assert view.attentions.shape[:2] == (6, 12), view.attentions.shape
-        assert traces.view(bench, {MINILM!r}, "The cat sat on the mat.", None, "word", True) is view
+        assert views.view(bench, {MINILM!r}, "The cat sat on the mat.", None, "word", True) is view
         print("ok", len(bench.traces), len(bench.views))
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)

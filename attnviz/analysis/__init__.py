@@ -4,31 +4,22 @@ Works on `AttentionTrace` objects only (numpy, the standard library and `attnviz
 model, and never mutates its input; `runner.score_model` takes any object with `.run(text)`.
 """
 
-from attnviz.analysis.detectors import detect_heads
-from attnviz.analysis.items import (
-    FORMATS,
-    PRONOUNS,
+from attnviz.analysis.conllu import (
     ConlluReading,
     ConlluSentence,
-    ProbeItem,
     conllu_items,
     conllu_reading,
-    detect_format,
     parse_conllu,
     parse_conllu_reading,
     parse_conllu_sentences,
-    parse_item_file,
-    parse_items,
-    parse_probes,
-    parse_winobias,
     read_conllu,
     read_conllu_sentences,
-    read_item_file,
-    read_items,
-    read_probes,
-    read_winobias,
     sentence_text,
 )
+from attnviz.analysis.detectors import detect_heads
+from attnviz.analysis.formats import FORMATS, detect_format, parse_item_file, parse_items, read_item_file, read_items
+from attnviz.analysis.items import ProbeItem
+from attnviz.analysis.probe_jsonl import parse_probes, read_probes
 from attnviz.analysis.profile import (
     HeadProfile,
     profile_head,
@@ -53,6 +44,7 @@ from attnviz.analysis.scoring import (
     word_attention_matrix,
     word_one_hot,
 )
+from attnviz.analysis.winobias import PRONOUNS, parse_winobias, read_winobias
 
 __all__ = [
     "DIRECTIONS",

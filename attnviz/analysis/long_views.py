@@ -33,7 +33,7 @@ class ViewPositions:
 def view_positions(trace, level: str = "token", hide_special: bool = False,
                    first_aside: bool = False) -> ViewPositions:
     """The positions of attention_view(level, hide_special), or of the view with the first token set aside
-    (workbench.traces.aside_view), for any trace with token fields (full or reduced)."""
+    (workbench.views.aside_view), for any trace with token fields (full or reduced)."""
     n = len(trace.tokens)
     positions = first_aside_positions(trace, hide_special) if first_aside else trace
     if level == "word":

@@ -7,7 +7,7 @@ prefix followed by a different word; all three or none); optional `id` (else BLi
 `phenomenon` (else BLiMP's `UID`). Other keys (BLiMP's `field`, `linguistics_term`, ...) are ignored;
 blank lines are skipped.
 
-Files may come from anonymous visitors, so the reader is held to the rules of `items.py`: bytes must be
+Files may come from anonymous visitors, so the reader is held to the rules of `lines.py`: bytes must be
 UTF-8 (a BOM is accepted), every failure is a ValueError naming the file and the 1-based line, nothing
 a line holds is quoted beyond a short start, and sizes are bounded (MAX_SENTENCE_CHARS a sentence,
 MAX_PAIRS a file), since every pair costs forward passes.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from os import PathLike
 
-from attnviz.analysis.items import _base_name, _Lines, _read, _require, _require_text, _shown, _where, json_line
+from attnviz.analysis.lines import base_name, json_object, line_records, read_bytes, require, require_text, shown
 
 MAX_SENTENCE_CHARS = 1_000
 MAX_PAIRS = 100_000
@@ -45,26 +45,26 @@ class MinimalPair:
     def __post_init__(self) -> None:
         for name in ("good", "bad"):
             value = getattr(self, name)
-            _require(isinstance(value, str) and value.strip() != "",
-                     f"sentence_{name} must be a non-empty string, got {_shown(value)}")
-            _require(len(value) <= MAX_SENTENCE_CHARS,
+            require(isinstance(value, str) and value.strip() != "",
+                     f"sentence_{name} must be a non-empty string, got {shown(value)}")
+            require(len(value) <= MAX_SENTENCE_CHARS,
                      f"sentence_{name} has {len(value)} characters; at most {MAX_SENTENCE_CHARS} are read")
-            _require_text(value, f"sentence_{name}")
-        _require(self.good != self.bad, "sentence_good and sentence_bad are the same text")
+            require_text(value, f"sentence_{name}")
+        require(self.good != self.bad, "sentence_good and sentence_bad are the same text")
         trio = (self.prefix, self.word_good, self.word_bad)
         if all(v is None for v in trio):
             return
-        _require(all(v is not None for v in trio), f"give all of {', '.join(PREFIX_KEYS)} or none of them")
-        _require(all(isinstance(v, str) for v in trio),
-                 f"{', '.join(PREFIX_KEYS)} must be strings, got {_shown(list(trio))}")
-        _require(self.prefix.strip() != "", "one_prefix_prefix is empty")
+        require(all(v is not None for v in trio), f"give all of {', '.join(PREFIX_KEYS)} or none of them")
+        require(all(isinstance(v, str) for v in trio),
+                 f"{', '.join(PREFIX_KEYS)} must be strings, got {shown(list(trio))}")
+        require(self.prefix.strip() != "", "one_prefix_prefix is empty")
         for side in ("good", "bad"):
             word = getattr(self, f"word_{side}")
-            _require(word.strip() != "" and word == word.strip(),
-                     f"one_prefix_word_{side} must be a word without surrounding spaces, got {_shown(word)}")
-            _require(self.continuation(side) is not None,
+            require(word.strip() != "" and word == word.strip(),
+                     f"one_prefix_word_{side} must be a word without surrounding spaces, got {shown(word)}")
+            require(self.continuation(side) is not None,
                      f"sentence_{side} does not start with one_prefix_prefix followed by one_prefix_word_{side}")
-        _require(self.word_good != self.word_bad, "one_prefix_word_good and one_prefix_word_bad are the same")
+        require(self.word_good != self.word_bad, "one_prefix_word_good and one_prefix_word_bad are the same")
 
     @property
     def has_prefix(self) -> bool:
@@ -91,55 +91,39 @@ def _optional_text(record: dict, key: str, where: str) -> str | None:
     if value is None:
         return None
     # BLiMP's pairID is a string, but an integer id is harmless; anything else is a mistake.
-    _require(isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)),
-             f"{where}: {key} must be a string, got {_shown(value)}")
+    require(isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)),
+             f"{where}: {key} must be a string, got {shown(value)}")
     text = str(value)
-    _require(len(text) <= MAX_SENTENCE_CHARS, f"{where}: {key} is longer than {MAX_SENTENCE_CHARS} characters")
+    require(len(text) <= MAX_SENTENCE_CHARS, f"{where}: {key} is longer than {MAX_SENTENCE_CHARS} characters")
     return text
+
+
+def _pair(line: str, where: str) -> MinimalPair:
+    record = json_object(line, where, ("sentence_good", "sentence_bad"))
+    present = [key for key in PREFIX_KEYS if record.get(key) is not None]
+    if present and len(present) < len(PREFIX_KEYS):
+        absent = [key for key in PREFIX_KEYS if key not in present]
+        raise ValueError(f"{where}: has {', '.join(present)} but not {', '.join(absent)}")
+    # MinimalPair's own refusals name no line: the line reader gives them this one
+    return MinimalPair(
+        good=record["sentence_good"],
+        bad=record["sentence_bad"],
+        prefix=record.get("one_prefix_prefix"),
+        word_good=record.get("one_prefix_word_good"),
+        word_bad=record.get("one_prefix_word_bad"),
+        id=_optional_text(record, "id", where) or _optional_text(record, "pairID", where),
+        lang=_optional_text(record, "lang", where),
+        phenomenon=_optional_text(record, "phenomenon", where) or _optional_text(record, "UID", where),
+    )
 
 
 def parse_pairs(text: str | bytes, name: str = "<pairs>", limit: int | None = None) -> list[MinimalPair]:
     """The pairs of a BLiMP-style JSONL text, in file order; at most `limit` (the rest is not parsed)."""
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    pairs: list[MinimalPair] = []
-    lines = _Lines(text, name)
-    with lines.guard():
-        for line_number, line in lines:
-            if limit is not None and len(pairs) >= limit:
-                break
-            if not line.strip():
-                continue
-            where = _where(name, line_number)
-            if len(pairs) >= MAX_PAIRS:
-                raise ValueError(f"{where}: more than {MAX_PAIRS} pairs; split the file")
-            record = json_line(line, where)
-            _require(isinstance(record, dict), f"{where}: expected a JSON object, got {type(record).__name__}")
-            missing = [key for key in ("sentence_good", "sentence_bad") if key not in record]
-            if missing:
-                raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
-            present = [key for key in PREFIX_KEYS if record.get(key) is not None]
-            if present and len(present) < len(PREFIX_KEYS):
-                absent = [key for key in PREFIX_KEYS if key not in present]
-                raise ValueError(f"{where}: has {', '.join(present)} but not {', '.join(absent)}")
-            try:
-                pair = MinimalPair(
-                    good=record["sentence_good"],
-                    bad=record["sentence_bad"],
-                    prefix=record.get("one_prefix_prefix"),
-                    word_good=record.get("one_prefix_word_good"),
-                    word_bad=record.get("one_prefix_word_bad"),
-                    id=_optional_text(record, "id", where) or _optional_text(record, "pairID", where),
-                    lang=_optional_text(record, "lang", where),
-                    phenomenon=_optional_text(record, "phenomenon", where) or _optional_text(record, "UID", where),
-                )
-            except ValueError as error:
-                message = str(error)
-                raise ValueError(message if message.startswith(where) else f"{where}: {message}") from None
-            pairs.append(pair)
-    return pairs
+    return line_records(text, name, _pair, most=MAX_PAIRS, what="pairs", limit=limit)
 
 
 def read_pairs(path: str | PathLike, limit: int | None = None) -> list[MinimalPair]:
     """`parse_pairs` of a file; errors name its base name, never the server's path."""
-    return parse_pairs(_read(path), name=_base_name(path), limit=limit)
+    return parse_pairs(read_bytes(path), name=base_name(path), limit=limit)

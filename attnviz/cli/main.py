@@ -1,4 +1,5 @@
-"""Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...`."""
+"""Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...` (or `attnviz ...`, the
+console script an install gives); `attnviz app [streamlit options]` starts the app."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 import attnviz
 
@@ -30,8 +32,15 @@ def _lengths(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnviz", description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = "attnviz" if Path(sys.argv[0]).name == "attnviz" else "python -m attnviz"  # the console script, or -m
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+
+    app = commands.add_parser("app", help="start the app: streamlit run <the checkout's app.py> [options]",
+                              description="Start the app: `streamlit run` on the checkout's app.py; everything "
+                                          "after `app` goes to streamlit (e.g. --server.port 8502).")
+    app.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="options for `streamlit run`")
 
     parity = commands.add_parser("parity", help="max |diff| of attentions and hidden states vs HF eager")
     parity.add_argument("--model", required=True)
@@ -72,10 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
-    args = parser.parse_args(argv)
+    if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
+        # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
+        args = argparse.Namespace(command="app", streamlit_args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        return {"parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
+        return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
                 "blimp": _blimp}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -119,6 +132,12 @@ def _bench(args) -> int:
         for row in bench(model, args.lengths, repeats=args.repeats):
             print(f"{source:45s} {row['tokens']:6d} {row['ours_ms']:9.1f} {row['hf_ms']:9.1f} {row['ratio']:6.2f}")
     return 0
+
+
+def _app(args) -> int:
+    from attnviz.cli.app import run_app_command
+
+    return run_app_command(args)
 
 
 def _probe(args) -> int:

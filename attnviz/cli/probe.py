@@ -42,7 +42,7 @@ def read_item_set(probes: str | None = None, conllu: str | None = None, winobias
 def format_table(result: dict) -> str:
     """A readable summary: per relation, the best head of each direction against the baselines.
 
-    `scor` is the number of items a head can get right in that direction (fewer than n for a causal
+    `scorable` is the number of items a head can get right in that direction (fewer than n for a causal
     model, which cannot look ahead); a direction with none says so instead of naming a best head."""
     rule = "sink-aware (word 0 is no candidate)" if result.get("sink_aware") else "default"
     treebank = result.get("treebank")
@@ -51,14 +51,14 @@ def format_table(result: dict) -> str:
         lines.append(f"treebank: {treebank['sentences']} sentences read from their own text; "
                      f"{treebank['skipped_arcs']} arcs inside a multi-word token skipped; # text disagreed with "
                      f"the forms in {treebank['text_disagreed']} (their forms joined instead)")
-    lines.append(f"{'relation':18s} {'n':>6s} {'skip':>5s} {'scor':>5s}  {'direction':17s} {'best head':>9s}"
+    lines.append(f"{'relation':18s} {'n':>6s} {'skip':>5s} {'scorable':>8s}  {'direction':17s} {'best head':>9s}"
                  f" {'acc':>6s} {'offset':>6s} {'off.acc':>7s} {'first':>6s}")
     for relation, block in result["relations"].items():
         for direction in ("source_to_target", "target_to_source"):
             best, base = block["best"][direction], block["baselines"][direction]
             scorable = block.get("n_scorable", {}).get(direction, block["n"])
             head = f"L{best['layer']}H{best['head']}" if best else "-"
-            row = f"{relation:18s} {block['n']:6d} {block['n_skipped']:5d} {scorable:5d}  {direction:17s} "
+            row = f"{relation:18s} {block['n']:6d} {block['n_skipped']:5d} {scorable:8d}  {direction:17s} "
             if block["n"] > 0 and scorable == 0:
                 lines.append(row + "impossible for a causal model (the gold word never precedes the read word)")
                 continue

@@ -21,6 +21,8 @@ from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pooled_labels, pooled
 from attnviz.plots.shapes import rect
 from attnviz.plots.text import ENGLISH, PlotText
 
+MAX_HEIGHT = 2400  # px: the tallest mosaic figure
+
 
 def _axis_labels(names: list[str], cell_labels: list[str], tile: int, prefix: str) -> list[str]:
     """Unique category per mosaic row (or column): "<name> <prefix> <token>", gaps "(name|next)".
@@ -180,18 +182,21 @@ def model_view(
     fig.add_trace(colour_bar(top, scale, text.attention))
     # Wide mosaics get square cells (their height follows a ~900 px width). Tall ones (many layers, few
     # heads: SmolLM2 has 30 x 9) would leave a square-cell plot narrow and centred in a tall figure, so
-    # their cells stretch to the width and the height is capped.
-    square = len(y) <= len(x)
-    cell = min(12.0, 900 / len(x)) if square else 4.0
+    # their cells stretch to the width and the height is capped. One column of tiles (a per-layer map:
+    # rollout, flow) stays square, narrow as it is: stretched ~16:1 to the width, its diagonal read as a
+    # staircase; its cells shrink to keep the height under the cap.
+    one_column = len(head_names) == 1
+    square = len(y) <= len(x) or one_column
+    cell = min(12.0, 900 / len(x), (MAX_HEIGHT - 140) / len(y)) if square else 4.0
     yaxis_scale = {"scaleanchor": "x", "constrain": "domain"} if square else {}
     fig.update_layout(
         shapes=shapes, annotations=annotations,
-        height=int(min(2400, max(320, cell * len(y) + 140))),
+        height=int(min(MAX_HEIGHT, max(320, cell * len(y) + 140))),
         margin={"t": 70 if mark_groups else 40, "l": 60 + 7 * max(map(len, layer_ticktext)) * strip,
                 "r": 20, "b": 50},
         # Fixed ranges: the pick points' markers would otherwise pad the autorange with empty space.
         xaxis={"tickmode": "array", "tickvals": head_ticks, "ticktext": head_ticktext, "showgrid": False,
-               "range": [-0.5, len(x) - 0.5]},
+               "range": [-0.5, len(x) - 0.5], **({"constrain": "domain"} if one_column else {})},
         yaxis={"tickmode": "array", "tickvals": layer_ticks, "ticktext": layer_ticktext, "showgrid": False,
                "range": [len(y) - 0.5, -0.5], "ticklabelstandoff": 12 if strip else 0, **yaxis_scale},
         meta={"pooled": pooled, "tile": [t, s], "source_shape": [n_layers, n_heads, n_rows, n_cols],

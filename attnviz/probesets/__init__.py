@@ -22,7 +22,7 @@ def builtin_path(lang: str) -> pathlib.Path:
 
 def builtin_items(spec: str) -> list:
     """The items of `builtin` (en + zh), `builtin:en` or `builtin:zh`."""
-    from attnviz.analysis.items import read_probes  # the readers import nothing from here; keep it that way
+    from attnviz.analysis.probe_jsonl import read_probes  # the readers import nothing from here; keep it that way
 
     _, _, lang = spec.partition(":")
     langs = [lang] if lang else list(LANGUAGES)

@@ -12,9 +12,9 @@ from attnviz.ui.common import (
     MAX_CONTINUATION,
     guarded,
     heavy_slot,
-    over_budget_message,
     plot_text,
     public_message,
+    refused,
     seed_from_url,
     t,
     workbench,
@@ -23,7 +23,6 @@ from attnviz.ui.common import (
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.widgets import head_grid
-from attnviz.workbench import Busy, OverBudget
 from attnviz.workbench import heads as head_work
 
 # The scan runs L x H forward passes (270 for SmolLM2): longer sentences are refused, so one visitor's
@@ -98,15 +97,12 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
 def run_heavy(source: str, compute):
     """compute() in the process's heavy-work slot; None, after saying why, when this visitor already has
     a heavy action running, the memory budget refuses it, or the input is refused."""
-    try:
-        with heavy_slot():
-            return compute()
-    except Busy:
-        st.warning(t("busy"))
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-    except ValueError as error:
-        st.warning(t("ablation_failed", error=md(public_message(error, source))))
+    with refused():
+        try:
+            with heavy_slot():
+                return compute()
+        except ValueError as error:
+            st.warning(t("ablation_failed", error=md(public_message(error, source))))
     return None
 
 
@@ -145,7 +141,7 @@ def show_effect(model, effect: head_work.Effect) -> None:
 
 
 def importance_scan(model, source: str, text: str, continuation: str | None) -> None:
-    """Every head switched off alone: a heavy action (the head_detectors pattern of explore.py: button,
+    """Every head switched off alone: a heavy action (the head_detectors pattern of ui/detectors.py: button,
     progress, cancel, the heavy-work slot, memory reserved), its grid shared per (model, text, quantity)."""
     info = model.info
     st.subheader(t("ablation_scan_title"))

@@ -16,7 +16,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from attnviz.plots import PlotText
 from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
-from attnviz.workbench import OverBudget, Workbench, shelf
+from attnviz.workbench import Busy, OverBudget, Workbench, shelf
 from attnviz.workbench.memory import VISITOR
 from attnviz.workbench.shelf import RANDOM_MODEL_NAME, ModelTooLarge, SourceRefused
 
@@ -67,7 +67,7 @@ QUERY_KEYS = {
     "query": lambda v: int(v) if INDEX.fullmatch(v) else None,
     # Minimal pairs (ui/pairs.py): the second sentence
     "compare": _text(MAX_PAIR_TEXT),
-    # The decoder's first token set aside (ui/explore.py); the visitor's language, one of ui/strings.LANGUAGES
+    # The decoder's first token set aside (ui/view_options.py); the visitor's language, one of ui/strings.LANGUAGES
     "first_aside": lambda v: {"0": False, "1": True}.get(v),
     "lang": lambda v: v if v in LANGUAGES else None,
 }
@@ -124,9 +124,8 @@ def guarded(render):
         VISITOR.set(session_id())  # whose results the stores hold (workbench.memory.VISITOR)
         workbench().jobs.touch_session(session_id())  # this visitor's running heavy actions are still wanted
         try:
-            return render(*args, **kwargs)
-        except OverBudget as error:  # e.g. a fragment's trace was evicted since the page drew, and is refused now
-            st.error(over_budget_message(error))
+            with refused():  # e.g. a fragment's trace was evicted since the page drew, and is refused now
+                return render(*args, **kwargs)
         except Exception:
             log.exception("unexpected error in %s", render.__qualname__)
             st.error(t("unexpected_error"))
@@ -134,7 +133,24 @@ def guarded(render):
     return run
 
 
-def over_budget_message(error) -> str:
+@contextlib.contextmanager
+def refused(model: str | None = None):
+    """The one place a page says that work was refused: this visitor already has a heavy action running
+    (Busy), or it does not fit the memory budget (OverBudget; naming `model` when the work was that model's
+    own load or run). Either ends the block, and what follows it runs on."""
+    try:
+        yield
+    except Busy:
+        st.warning(t("busy"))
+    except OverBudget as error:
+        st.error(over_budget_message(error, model))
+
+
+def over_budget_message(error, model: str | None = None) -> str:
+    """Markdown, the model's name escaped: the model does not fit, or (no `model`) this input does not now."""
+    if model is not None:
+        return t("over_budget", name=md(model), need=error.need / 1e9, budget=error.budget / 1e9,
+                 used=error.used / 1e9)
     return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
 
 
@@ -262,8 +278,7 @@ def load_failure(name: str, error: Exception) -> str:
     if isinstance(error, SourceRefused):
         return t("source_refused")
     if isinstance(error, OverBudget):
-        return t("over_budget", name=md(name), need=error.need / 1e9, budget=error.budget / 1e9,
-                 used=error.used / 1e9)
+        return over_budget_message(error, name)
     if isinstance(error, ModelTooLarge):
         return t("too_large", name=md(name), need=error.need / 1e9, free=error.limit / 1e9)
     if isinstance(error, OSError):  # the hub client's messages carry cache paths and URLs

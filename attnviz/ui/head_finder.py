@@ -17,8 +17,8 @@ from attnviz.probesets import builtin_items
 from attnviz.ui.common import (
     MAX_TEXT,
     heavy_slot,
-    over_budget_message,
     plot_text,
+    refused,
     sidebar,
     t,
     url_value,
@@ -30,7 +30,7 @@ from attnviz.ui.heavy import heavy_action
 from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import head_grid, word_pair_ranking
-from attnviz.workbench import Busy, OverBudget, finder, traces
+from attnviz.workbench import finder, traces
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
 BUILTIN_SETS = {"builtin:en": "builtin_en", "builtin:zh": "builtin_zh"}  # option -> its label's key
@@ -97,7 +97,7 @@ def parser_label(kind: str) -> str:
 def choose_items():
     """(items, a key naming them, a note for the count caption) from a built-in set or an uploaded file;
     errors shown, never raised."""
-    # format_func: dicts of this run's labels (see explore.LEVELS), not calls of t()
+    # format_func: dicts of this run's labels (see view_options.LEVELS), not calls of t()
     mode = st.radio(t("probe_source"), ["builtin", "upload"], horizontal=True, key="finder_mode",
                     format_func={"builtin": t("builtin_set"), "upload": t("upload")}.get)
     try:
@@ -233,15 +233,16 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
         st.caption(t("examples_long_skipped", limit=EXAMPLE_MAX_WORDS))
     if not pool:
         return
+    with refused():
+        show_examples(pool, finder.example_traces(workbench(), model, source, pool, hold=heavy_slot), direction,
+                      layer, head, sink_aware, causal)
+
+
+def show_examples(pool, example_traces, direction: str, layer: int, head: int, sink_aware: bool,
+                  causal: bool) -> None:
+    """Up to EXAMPLES_SHOWN passing and failing items of the pool, each a words x words heatmap of the head
+    with its gold and attended cells outlined."""
     shown = {True: 0, False: 0}
-    try:
-        example_traces = finder.example_traces(workbench(), model, source, pool, hold=heavy_slot)
-    except Busy:
-        st.warning(t("busy"))
-        return
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-        return
     for index, (item, trace) in enumerate(zip(pool, example_traces)):
         read, gold = read_and_gold(item, direction)
         weights = word_attention(trace, item.word_spans, head=(layer, head))[0, 0]  # n, n
@@ -269,12 +270,10 @@ def own_sentence(source: str) -> None:
     if not text.strip():
         st.info(t("empty_text"))
         return
-    try:
-        trace = traces.trace(workbench(), source, text, None)
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-        return
-    except ValueError as error:
-        st.error(t("run_failed", error=md(error)))
-        return
-    word_pair_ranking(trace, key_prefix="finder")
+    with refused():  # over the budget, the page goes on to its retrieval section
+        try:
+            trace = traces.trace(workbench(), source, text, None)
+        except ValueError as error:
+            st.error(t("run_failed", error=md(error)))
+            return
+        word_pair_ranking(trace, key_prefix="finder")

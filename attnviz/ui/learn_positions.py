@@ -17,7 +17,7 @@ HEADS = 16  # the head picker's range; each scheme takes it modulo its model's h
 FORMULAS = {
     "sinusoidal": r"p_{i,2k} = \sin\frac{i}{10000^{2k/d}},\quad p_{i,2k+1} = \cos\frac{i}{10000^{2k/d}},"
                   r"\qquad s^{\mathrm{pos}}_{ij} = \frac{p_i \cdot p_j}{\sqrt{d}}",
-    "learned": r"x_i = e(w_i) + P_i,\qquad s^{\mathrm{pos}}_{ij} = \frac{P_i \cdot P_j}{\sqrt{d}}",
+    "learned": r"x_i = e(w_i) + P_i,\qquad \cos(P_i, P_j) = \frac{P_i \cdot P_j}{\lVert P_i \rVert\,\lVert P_j \rVert}",
     "rotary": r"s_{ij} = \frac{(R_{\Theta,i}\, q_i)^\top (R_{\Theta,j}\, k_j)}{\sqrt{d}}"
               r" = \frac{q_i^\top R_{\Theta,\,j-i}\, k_j}{\sqrt{d}}",
     "relative": r"s_{ij} = q_i \cdot k_j + b_h\big(\mathrm{bucket}(j - i)\big)",
@@ -63,7 +63,8 @@ def scheme_panel(item, labels: list[str]) -> None:
         return
     heads = t("learn_pos_heads", n=item.n_heads) if item.n_heads > 1 else ""
     st.caption(f"{code(item.model)} · {t(f'learn_pos_source_{item.source}')} {heads}")
-    figure = plots.difference_heatmap(item.matrix, labels, t("learn_pos_score"), text=plot_text())
+    what = t("learn_pos_cosine" if item.scheme == "learned" else "learn_pos_score")  # learned: cosines
+    figure = plots.difference_heatmap(item.matrix, labels, what, text=plot_text())
     figure.update_layout(height=340, margin={"l": 10, "r": 10, "t": 10, "b": 10})
     st.plotly_chart(figure, key=f"learn_pos_{item.scheme}_chart", width="stretch", config={"displaylogo": False})
     st.caption(t(f"learn_pos_reading_{item.scheme}"))

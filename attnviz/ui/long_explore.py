@@ -1,4 +1,4 @@
-"""The Explore page for a long text, past FULL_MAPS_TOKENS tokens (docs/architecture.md, "Long contexts").
+"""The Explore page's body for a long text, past FULL_MAPS_TOKENS tokens (docs/architecture.md, "Long contexts").
 
 Its trace is a reduced one (workbench.traces.reduced): computed as a heavy action that starts by itself, with
 progress per layer and Cancel, and holds no [L, H, T, T] map. The mosaic is drawn from the tiles its pass
@@ -12,12 +12,17 @@ import functools
 
 import streamlit as st
 
-from attnviz import plots
-from attnviz.ui import explore
-from attnviz.ui.common import over_budget_message, plot_text, session_id, t, workbench
+from attnviz.ui.common import session_id, t, workbench
+from attnviz.ui.detectors import head_detectors
+from attnviz.ui.downloads import export_or_refusal
+from attnviz.ui.head_detail import head_detail
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.mosaic import reduced_mosaic
+from attnviz.ui.predictions import next_token_predictions
 from attnviz.ui.strings import translate
-from attnviz.workbench import OverBudget, shelf, traces
+from attnviz.ui.tokens import input_notices, token_chips
+from attnviz.ui.view_options import view_options
+from attnviz.workbench import shelf, traces
 
 LONG_RUN = "long_trace"  # the heavy action's key (and its button's)
 
@@ -41,18 +46,14 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
         if held is None:  # made, then evicted at once by other visitors' work
             st.warning(t("long_evicted"))
             return
-    explore.input_notices(model, held, shelf.long_token_limit(model))
-    explore.token_chips(held)
-    level, hide_special, scale, palette, first_aside = explore.view_options(held)
+    input_notices(model, held, shelf.long_token_limit(model))
+    token_chips(held)
+    level, hide_special, scale, palette, first_aside = view_options(held)
     view_key = (source, text, text_b, level, hide_special, "raw", True, first_aside)
-    try:
-        mosaic(held, view_key, palette, scale)
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-        return
-    explore.head_detail(info, view_key, scale, palette, long=True)
-    explore.next_token_predictions(model, key, long=True)
-    explore.head_detectors(model, source)
+    reduced_mosaic(held, view_key, palette, scale)  # over the memory budget: guarded's message ends the page
+    head_detail(info, view_key, scale, palette, long=True)
+    next_token_predictions(model, key, long=True)
+    head_detectors(model, source)
     reduced_download(key)
     st.caption(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))
 
@@ -74,7 +75,7 @@ def stop_other_long_runs(key: tuple) -> None:
 def reduced_download(key: tuple) -> None:
     """What this page draws from, as NPZ (analysis.export.reduced_npz), built on click."""
     lang = st.session_state.get("lang", "en")
-    build = functools.partial(explore.export_or_refusal, functools.partial(reduced_npz_of, workbench(), key, lang),
+    build = functools.partial(export_or_refusal, functools.partial(reduced_npz_of, workbench(), key, lang),
                               session_id(), lang)
     st.download_button(t("download_reduced_npz"), build, file_name="attnviz_reduced.npz",
                        mime="application/octet-stream", on_click="ignore", key="reduced_npz",
@@ -88,22 +89,3 @@ def reduced_npz_of(bench, key: tuple, lang: str):
     if held is None:
         return translate(lang, "long_evicted")
     return traces.reduced_export(bench, held)
-
-
-def mosaic(held, view_key: tuple, palette: str, scale: str) -> None:
-    """Every head at once, from the tiles the reduced pass pooled for this view."""
-    st.subheader(t("model_view"))
-    bench = workbench()
-    level, hide_special, first_aside = view_key[3], view_key[4], view_key[7]
-    positions = traces.reduced_positions(bench, view_key)
-    text = plot_text()
-    figure = traces.figure(bench, ("reduced", *view_key, palette, scale, text), lambda: plots.model_view(
-        held.view_tiles(level, hide_special, first_aside), kv_group=held.kv_group, max_cells=held.tile,
-        row_labels=positions.labels, scale=scale, colorscale=palette, text=text,
-        layer_kinds=explore.shown_kinds(held), pooled_tiles=True))
-    explore.sink_mass_line(held)
-    if (figure.layout.meta or {}).get("pooled"):
-        st.info(t("pooled", cells=figure.layout.meta["tile"][0]))
-    event = st.plotly_chart(figure, key="model_view", width="stretch", config={"displaylogo": False},
-                            on_select="rerun", selection_mode="points")
-    explore.select_clicked_head(event)

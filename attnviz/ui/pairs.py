@@ -14,7 +14,6 @@ from attnviz.analysis.pairs import align_texts
 from attnviz.ui.common import (
     MAX_PAIR_TEXT,
     guarded,
-    over_budget_message,
     plot_text,
     public_message,
     seed_from_url,
@@ -23,7 +22,6 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
-from attnviz.workbench import OverBudget
 from attnviz.workbench import pairs as pair_store
 from attnviz.workbench.pairs import NOT_AVAILABLE, builtin_pairs, pair_from_texts
 
@@ -74,11 +72,8 @@ def comparison(model, source: str, text: str, second: str) -> None:
     except ValueError:
         st.warning(t("minpair_same"))
         return
-    try:
+    try:  # over the memory budget, guarded's message ends the fragment
         diff = pair_store.difference(workbench(), source, text, second)
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-        return
     except ValueError as error:
         st.warning(t("minpair_failed", error=md(public_message(error, source))))
         return
@@ -113,13 +108,9 @@ def _pair(text: str, second: str):
 
 def preference_section(model, source: str, text: str, second: str) -> None:
     st.markdown(f"**{t('minpair_preference')}**")
-    try:
+    try:  # over the memory budget, guarded's message (the comparison fragment's) ends it
         pair = _pair(text, second)
-
         result = pair_store.preference(workbench(), model, source, pair, text, second)
-    except OverBudget as error:
-        st.error(over_budget_message(error))
-        return
     except ValueError as error:
         if str(error) == NOT_AVAILABLE:
             st.info(t("minpair_no_preference"))

@@ -23,6 +23,7 @@ from attnviz.ui.common import (
     load_failure,
     plot_text,
     public_message,
+    refused,
     restore_from_url,
     seed_from_url,
     t,
@@ -30,9 +31,9 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
-from attnviz.ui.explore import token_chips
-from attnviz.ui.widgets import head_grid
-from attnviz.workbench import Busy, OverBudget, shelf, traces
+from attnviz.ui.tokens import token_chips
+from attnviz.ui.widgets import head_grid, head_picker
+from attnviz.workbench import shelf, traces
 from attnviz.workbench import translate as translations
 from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
 from attnviz.workbench.translate import MAX_TOKENS
@@ -156,17 +157,13 @@ def render() -> None:
     if not source.strip():
         st.info(t("translate_empty"))
         return
-    try:
-        trace = run_translation(model, shown, (prefix or "") + source, target.strip(), language)
-    except Busy:
-        st.warning(t("busy"))
-        return
-    except OverBudget as error:
-        st.error(t("over_budget", name=md(shown), need=error.need / 1e9, budget=error.budget / 1e9,
-                   used=error.used / 1e9))
-        return
-    except ValueError as error:
-        st.error(t("translate_error", error=md(public_message(error, shown))))
+    trace = None
+    with refused(shown):
+        try:
+            trace = run_translation(model, shown, (prefix or "") + source, target.strip(), language)
+        except ValueError as error:
+            st.error(t("translate_error", error=md(public_message(error, shown))))
+    if trace is None:  # refused, or a bad input: said so above
         return
     show_output(trace)
     token_chips(trace)
@@ -201,12 +198,13 @@ def views(trace, name: str) -> None:
     attentions, rows, cols = attention_of(trace, kind)
     n_layers, n_heads = attentions.shape[:2]
     text = dataclasses.replace(plot_text(), open_head=t("translate_open_head"))
-    figure = traces.figure(workbench(),
-        # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
-        ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
-         trace.generated, kind, text),
-        lambda: plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text),
-    )
+    # The token ids, not only the texts: the same source under another >>lang<< token reads differently.
+    key = ("translate", name, tuple(trace.input_ids), tuple(trace.target_input_ids), trace.texts, trace.target_text,
+           trace.generated, kind, text)
+    figure = traces.held_figure(workbench(), key)
+    if figure is None:
+        figure = traces.keep_figure(workbench(), key,
+                                    plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text))
     # A click on a tile opens that head in the detail below (its layer and head selectors, then the URL).
     head_grid(st, figure, "translate_mosaic", "translate_layer", "translate_head")
     head_detail(trace, kind, n_layers, n_heads)
@@ -216,13 +214,7 @@ def views(trace, name: str) -> None:
 @guarded
 def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
     """One head: a fragment, so picking a layer or head redraws only this part."""
-    for key, url_key, limit in (("translate_layer", "tlayer", n_layers), ("translate_head", "thead", n_heads)):
-        seed_from_url(key, 0, url_key)
-        if not 0 <= st.session_state[key] < limit:
-            st.session_state[key] = 0
-    left, right = st.columns(2)
-    layer = left.selectbox(t("translate_layer"), range(n_layers), key="translate_layer", placeholder=t("choose_option"))
-    head = right.selectbox(t("translate_head"), range(n_heads), key="translate_head", placeholder=t("choose_option"))
+    layer, head = head_picker(st.columns(2), n_layers, n_heads, prefix="translate_", url_prefix="t")
     write_url(tlayer=layer, thead=head)
     attentions, rows, cols = attention_of(trace, kind)
     figure = plots.head_heatmap(attentions[layer, head], rows, cols, causal=kind == "decoder", text=plot_text())

@@ -1,4 +1,5 @@
-"""Widgets used by more than one page."""
+"""Widgets used by more than one page: the word-pair ranking, the head picker, a clickable layers x heads
+grid, a token position."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import streamlit as st
 
 from attnviz.analysis import rank_heads
 from attnviz.analysis.views import token_labels
-from attnviz.ui.common import t
+from attnviz.ui.common import seed_from_url, t
 from attnviz.ui.escape import md
 
 TOP_HEADS_SHOWN = 10
@@ -96,3 +97,19 @@ def position_input(label: str, trace, key: str, default: int) -> int:
     position = st.number_input(label, 0, n - 1, step=1, key=key)
     st.caption(t("position_token", token=md(labels[position])))
     return int(position)
+
+
+def head_picker(columns, n_layers: int, n_heads: int, prefix: str = "", url_prefix: str = "",
+                head_off: str | None = None) -> tuple[int, int]:
+    """A layer and a head, picked in two of `columns`: keyed and labelled `{prefix}layer` and `{prefix}head`,
+    seeded from the link's `{url_prefix}layer` and `{url_prefix}head`, and 0 where the state is out of range
+    (a smaller model, or a stale link). `head_off`: why the head cannot be picked now (it is then disabled)."""
+    for name, limit in (("layer", n_layers), ("head", n_heads)):
+        seed_from_url(prefix + name, 0, url_prefix + name)
+        if not 0 <= st.session_state[prefix + name] < limit:
+            st.session_state[prefix + name] = 0
+    layer = columns[0].selectbox(t(prefix + "layer"), range(n_layers), key=prefix + "layer",
+                                 placeholder=t("choose_option"))
+    head = columns[1].selectbox(t(prefix + "head"), range(n_heads), key=prefix + "head",
+                                disabled=head_off is not None, help=head_off, placeholder=t("choose_option"))
+    return layer, head

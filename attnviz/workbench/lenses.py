@@ -1,9 +1,8 @@
-"""Lenses (analysis.lenses: value-weighted, rollout, flow) and the query-key view, from one more recorded
-forward pass; shared like the views, under the memory budget."""
+"""Lens weights (analysis.lenses: value-weighted, rollout, flow) and the query-key view's queries and keys,
+from one more recorded forward pass; shared like the views, under the memory budget. Their views are
+workbench.views'."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
@@ -11,7 +10,7 @@ from attnviz.analysis import lenses
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
-from attnviz.workbench.traces import aside_view, first_aside_view, n_tokens, trace, trace_bytes
+from attnviz.workbench.traces import trace, trace_bytes
 
 
 def value_norms(bench: Workbench, name: str, text: str, text_pair: str | None) -> np.ndarray:
@@ -64,72 +63,6 @@ def compute_flow(bench: Workbench, name: str, text: str, text_pair: str | None, 
     weights.setflags(write=False)
     bench.views.put(("lens", name, text, text_pair, "flow", None), weights, weights.nbytes)
     return weights
-
-
-def lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-              lens: str, normalise: bool = True, first_aside: bool = False):
-    """The view of lens weights, made as for raw weights (token or word level, special tokens hidden).
-    Value weights that are not row-normalised are norms, not shares: the view is divided by its
-    largest value (`lens_peak`) so colours keep the [0, 1] scale. `first_aside` renormalises each row
-    without the first position, as for raw weights (workbench.traces.aside_view)."""
-    key = ("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise), bool(first_aside))
-    held = bench.views.get(key)
-    if held is None:
-        if first_aside and lens in ("value", "rollout"):
-            made, peak = lens_first_aside_view(bench, name, text, text_pair, level, hide_special, lens, normalise), None
-        else:
-            made, peak = float16_lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise,
-                                           first_aside)
-        made.attentions.setflags(write=False)
-        held = (made, peak)
-        bench.views.put(key, held, made.attentions.nbytes)
-    return held[0]
-
-
-def float16_lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-                      lens: str, normalise: bool, first_aside: bool):
-    """(view, peak) of the shared float16 lens weights (lens_attentions)."""
-    weights = lens_attentions(bench, name, text, text_pair, lens, normalise)
-    if weights is None:
-        raise ValueError(f"the {lens} lens has not been computed for this text")
-    weighted = dataclasses.replace(trace(bench, name, text, text_pair), attentions=weights)
-    with bench.reserve(3 * weights.nbytes, keep_model=name):
-        made = aside_view(weighted, level, hide_special, first_aside)
-        peak = None
-        if lens == "value" and not normalise and not hide_special and not first_aside:
-            peak = float(np.max(made.attentions, initial=0.0))
-            if peak > 0:
-                made = dataclasses.replace(made, attentions=(made.attentions / np.float32(peak)).astype(
-                    made.attentions.dtype))
-    return made, peak
-
-
-def lens_first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str,
-                          hide_special: bool, lens: str, normalise: bool):
-    """The value or rollout view with the first token set aside, from float32 weights (traces.first_aside_view):
-    set aside from the float16 lens weights, a sink head's rows lose what float16 cannot hold next to its
-    first-token weight, as raw weights do. Flow keeps its float16 weights (computed once, as a heavy action)."""
-    if lens == "value":
-        norms = value_norms(bench, name, text, text_pair)  # before the reservation: it may load
-
-        def weigh(attentions):
-            return lenses.value_weighted(attentions, norms, normalise, out=attentions)
-
-        return first_aside_view(bench, name, text, text_pair, level, hide_special, weigh)
-    model = model_for(bench, name)
-    n = n_tokens(model, text, text_pair)
-    # rollout: its float64 residual steps and the float32 [L, 1, T, T] result beside the probabilities
-    return first_aside_view(bench, name, text, text_pair, level, hide_special,
-                            lambda attentions: lenses.rollout(attentions)[:, None],
-                            extra_bytes=12 * model.info.n_layers * n * n)
-
-
-def lens_peak(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-              lens: str, normalise: bool = True, first_aside: bool = False) -> float | None:
-    """The value an unnormalised value-weighted view was divided by (None when it was not)."""
-    held = bench.views.get(("lens_view", name, text, text_pair, level, hide_special, lens, bool(normalise),
-                            bool(first_aside)))
-    return None if held is None else held[1]
 
 
 def query_keys(bench: Workbench, name: str, text: str, text_pair: str | None, layer: int) -> dict:

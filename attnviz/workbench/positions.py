@@ -2,7 +2,9 @@
 one head's pre-softmax score as a T x T matrix (query i, key j), computed with our own modules:
 
 - sinusoidal (Marian): p_i . p_j / sqrt(d) of the fixed sinusoid table (transformer/seq2seq.py);
-- learned (BERT, GPT-2): the same of a model's learned position embeddings;
+- learned (BERT, GPT-2): cos(P_i, P_j) of a model's learned position embeddings: the dot product is drowned
+  by position 0, whose vector is several times longer than the rest (MiniLM: 2.4 against 0.45), so it
+  showed one bright cell and not how alike nearby positions are;
 - rotary (Llama, SmolLM2): (R_i v) . (R_j v) / sqrt(D), one vector v at every position, rotated;
 - relative buckets (T5): one head's learned bias b_h(bucket(j - i)) (transformer/relative.py);
 - disentangled (DeBERTa): one token repeated at every position through layer 0, so the content-to-content
@@ -110,6 +112,12 @@ def _gram(table: torch.Tensor) -> np.ndarray:
     return (p @ p.T / math.sqrt(p.shape[-1])).numpy().astype(np.float32)
 
 
+def _cosine(table: torch.Tensor) -> np.ndarray:
+    p = table.detach().float()
+    p = p / p.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (p @ p.T).numpy().astype(np.float32)
+
+
 def _sinusoidal(bench, t, head, model, name) -> PositionPanel:
     return PositionPanel("sinusoidal", f"Marian opus-mt, d_model {MARIAN_WIDTH}", "exact", 1,
                          _gram(sinusoidal_positions(t, MARIAN_WIDTH)))
@@ -119,10 +127,10 @@ def _learned(bench, t, head, model, name) -> PositionPanel:
     if model is not None:
         table = model.module.position_embedding.weight
         offset = model.config.position_offset  # RoBERTa's first real position is padding_idx + 1
-        return PositionPanel("learned", name, "loaded", model.config.n_heads, _gram(table[offset:offset + t]))
+        return PositionPanel("learned", name, "loaded", model.config.n_heads, _cosine(table[offset:offset + t]))
     module = _tiny("bert")
     return PositionPanel("learned", "BERT", "untrained", module.config.n_heads,
-                         _gram(module.position_embedding.weight[:t]))
+                         _cosine(module.position_embedding.weight[:t]))
 
 
 def _rotary(bench, t, head, model, name) -> PositionPanel:

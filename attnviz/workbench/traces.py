@@ -1,5 +1,6 @@
-"""Traces and the views the Explore page draws from them, computed once per (model, texts, options) and
-shared by every visitor, each under the memory budget."""
+"""Traces (full, and reduced for long texts), their exports and the figures drawn from them, computed once per
+(model, texts, options) and shared by every visitor, each under the memory budget. The views of a trace are
+workbench.views'."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import torch
 from attnviz.analysis.export import reduced_npz, reduced_npz_bytes
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.profile import profile_reduced
-from attnviz.analysis.sink import first_aside_positions, trace_first_aside
-from attnviz.analysis.views import attention_view
 from attnviz.plots.pooling import tile_cells
 from attnviz.trace import HAN_SEGMENTER_BYTES, han_segmenter_needed
 from attnviz.workbench import shelf
@@ -189,66 +188,6 @@ def reduced_profile(bench: Workbench, trace_key: tuple):
                               lambda p: sum(np.asarray(getattr(p, f.name)).nbytes for f in dataclasses.fields(p)))
 
 
-def view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-         lens: str = "raw", normalise: bool = True, first_aside: bool = False):
-    """The attention view the page draws (analysis.views.attention_view), shared like the trace; a `lens`
-    other than "raw" is applied to the token-level weights first (workbench.lenses.lens_view). With
-    `first_aside`, each row is renormalised without the first position (analysis.sink.trace_first_aside)."""
-    if lens != "raw":
-        from attnviz.workbench.lenses import lens_view
-
-        return lens_view(bench, name, text, text_pair, level, hide_special, lens, normalise, first_aside)
-    held = trace(bench, name, text, text_pair)
-    if level == "token" and not hide_special and not first_aside:
-        return attention_view(held, level, False)  # the trace's own array, no copy
-
-    def make():
-        if first_aside:
-            made = first_aside_view(bench, name, text, text_pair, level, hide_special)
-        else:  # the view's float32 layer beside the float16 trace
-            with bench.run_slot(4 * held.attentions.nbytes), bench.reserve(held.attentions.nbytes):
-                made = aside_view(held, level, hide_special, False)
-        made.attentions.setflags(write=False)
-        return made
-
-    key = (name, text, text_pair, level, hide_special) + (("first_aside",) if first_aside else ())
-    return bench.shared_value(key, make, lambda v: v.attentions.nbytes)
-
-
-def first_aside_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
-                     weigh=None, extra_bytes: int = 0):
-    """The view with the first token set aside (aside_view), renormalised in float32 and then kept in float16.
-    The app's float16 trace cannot be renormalised: a sink head leaves 1e-7 of a row's weight off the first
-    token, below float16's resolution next to 1, and such rows came out 0 or 1 (SmolLM2 layer 18 head 8: 0.99
-    off the float32 view). So a float32 trace is computed for it (the trace's own peak, reserved again) and set
-    aside in place, then its float16 copy and the view (2 bytes a cell each) are made as for any view.
-    `weigh`, when given, first turns the float32 probabilities into lens weights [L, H or 1, T, S] float32
-    (workbench.lenses), in place or within `extra_bytes` more."""
-    model = model_for(bench, name)
-    n = n_tokens(model, text, text_pair)
-    need = trace_bytes(model, n) + 4 * model.info.n_layers * model.info.n_heads * n * n + extra_bytes
-    with bench.run_slot(need), bench.reserve(need, keep_model=name):
-        full = model.run(text, text_pair)
-        weights = full.attentions if weigh is None else weigh(full.attentions)
-        for layer in weights:  # first_token_aside, in place: no second float32 copy
-            layer[..., 0] = 0.0
-            totals = layer.sum(axis=-1, keepdims=True)
-            np.divide(layer, totals, out=layer, where=totals > 0)
-        aside = compact(dataclasses.replace(first_aside_positions(full, hide_special), attentions=weights))
-        del full, weights
-        made = attention_view(aside, level, level == "token")
-        trim_heap()
-    return made
-
-
-def aside_view(held, level: str, hide_special: bool, first_aside: bool):
-    """attention_view of `held`, with the first token set aside first when asked: its position is then
-    marked special, so a token view hides it (and the real special tokens only when `hide_special`)."""
-    if not first_aside:
-        return attention_view(held, level, hide_special)
-    return attention_view(trace_first_aside(held, hide_special), level, level == "token")
-
-
 # Peak bytes per attention cell of building an export, beside the float32 trace (checked against VmHWM by
 # tests/test_workbench.py): NPZ, the compressed buffer as it grows and its copy; JSON, the text pieces and
 # the joined text (about 8 characters a cell each), and Streamlit's encoded copy of it.
@@ -281,15 +220,16 @@ def reduced_export(bench: Workbench, held) -> bytes:
         return reduced_npz(held)
 
 
-def figure(bench: Workbench, key: tuple, build, work_bytes: int = 0):
-    """A figure built once per key (the mosaic: pooling 70 M weights of a 512-token SmolLM2 trace is
-    the costly part of a rerun), shared read-only like the views; `work_bytes`, the size of the arrays it
-    pools, puts a large one in the run slot."""
-    def make():
-        with bench.run_slot(work_bytes):
-            return build()
+def held_figure(bench: Workbench, key: tuple):
+    """The figure kept under `key` (`keep_figure`), else None: the page builds it then (the mosaic: pooling
+    70 M weights of a 512-token SmolLM2 trace is the costly part of a rerun)."""
+    return bench.views.get(("figure", *key))
 
-    return bench.shared_value(("figure", *key), make, figure_bytes)
+
+def keep_figure(bench: Workbench, key: tuple, built):
+    """Keep a figure the page built, shared read-only like the views; returns it."""
+    bench.views.put(("figure", *key), built, figure_bytes(built))
+    return built
 
 
 def figure_bytes(built) -> int:
