@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from attnviz.loaded.model import LoadedModel
+from attnviz.tracing.model import LoadedModel
 from attnviz.transformer.record import Recorder
 
 TOP_K = 5

@@ -18,7 +18,7 @@ import torch
 
 from attnviz.analysis import retrieval as scoring
 from attnviz.interventions.needles import HAYSTACK, NEEDLES, Needle
-from attnviz.loaded.model import LoadedModel
+from attnviz.tracing.model import LoadedModel
 from attnviz.transformer.kv_cache import KVCache
 from attnviz.transformer.record import Recorder
 

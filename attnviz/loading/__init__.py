@@ -7,7 +7,6 @@ import logging
 
 import torch
 
-from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading import cache
 from attnviz.loading.registry import CONVERTERS, converter_for
 from attnviz.loading.size import (
@@ -19,6 +18,7 @@ from attnviz.loading.size import (
     parameter_count,
 )
 from attnviz.loading.sources import is_local_path, resolve_source
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
 
@@ -55,6 +55,24 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
     from attnviz.loading import hf  # transformers is imported only when a model is loaded
 
     progress = progress or (lambda stage: log.info(stage))
+    _check_arguments(source, max_tokens, device, device_map, max_memory, offload_folder)
+    torch_dtype = _dtype(dtype)
+    location = hf.locate(source.strip() if from_hub else resolve_source(source.strip()), progress, from_hub)
+    gate = _SizeGate(location, torch_dtype, memory_limit, device_map, max_memory, offload_folder)
+    # A GGUF file converted before opens from the cache (attnviz.loading.cache): no transformers, no
+    # dequantisation, no tokenizer conversion. (A device map splits the HF checkpoint itself: no cache.)
+    entry = cache.open_entry(location, progress) if location.suffix == ".gguf" and device_map is None else None
+    if entry is not None:
+        module, checkpoint = _from_cache(entry, location, gate, progress)
+    else:
+        module, checkpoint = _converted(location, gate, progress)
+    module, device = _placed(module, gate.plan, device, torch_dtype)
+    split_device = device if gate.plan is not None else None
+    return _traced(module, checkpoint, source, max_tokens, split_device, progress)
+
+
+def _check_arguments(source, max_tokens: int, device, device_map, max_memory, offload_folder) -> None:
+    """Refuse what cannot be loaded before anything is read."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError("give a model: a hub id, a local directory or a .gguf file")
     if max_tokens < 2:
@@ -63,69 +81,93 @@ def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 5
         raise ValueError("max_memory and offload_folder go with a device_map (e.g. device_map='auto')")
     if device_map is not None and device is not None:
         raise ValueError("give either device or device_map, not both")
-    torch_dtype = _dtype(dtype)
-    location = hf.locate(source.strip() if from_hub else resolve_source(source.strip()), progress, from_hub)
-    limit = available_memory() if memory_limit is None else memory_limit
-    limit_what = "available memory" if memory_limit is None else "memory allowed"
-    planned = []  # the split, planned from the config before the weights are read
 
-    def check_size(hf_config: dict) -> None:
+
+class _SizeGate:
+    """Called with the HF config before any weight is read: refuses an architecture we cannot convert and a
+    model that does not fit (ModelTooLarge); with a device map, plans the split (`plan`) from the config."""
+
+    def __init__(self, location, torch_dtype, memory_limit, device_map, max_memory, offload_folder) -> None:
+        self.location, self.torch_dtype = location, torch_dtype
+        self.device_map, self.max_memory, self.offload_folder = device_map, max_memory, offload_folder
+        self.limit = available_memory() if memory_limit is None else memory_limit
+        self.limit_what = "available memory" if memory_limit is None else "memory allowed"
+        self.plan = None  # the split, planned from the config before the weights are read
+
+    def __call__(self, hf_config: dict) -> None:
         converter_for(hf_config)  # an architecture we cannot convert is refused before any weight is read
-        if device_map is None:
-            need = load_bytes(hf_config, location, torch_dtype)
-            if need > limit:
-                raise ModelTooLarge(need, limit, limit_what)
+        if self.device_map is None:
+            need = load_bytes(hf_config, self.location, self.torch_dtype)
+            if need > self.limit:
+                raise ModelTooLarge(need, self.limit, self.limit_what)
             return
         from attnviz.loading import split
 
-        held = checkpoint_bytes(location)
+        held = checkpoint_bytes(self.location)
         held = parameter_count(hf_config) * 4 if held is None else held
-        plan = split.plan(hf_config, device_map, max_memory, offload_folder, torch_dtype, host_reserved=held)
+        plan = split.plan(hf_config, self.device_map, self.max_memory, self.offload_folder, self.torch_dtype,
+                          host_reserved=held)
         on_host = plan.bytes_by_device.get("cpu", 0)
-        check_split(plan.bytes_by_device, plan.capacity, held + on_host, limit, limit_what)
-        planned.append(plan)
+        check_split(plan.bytes_by_device, plan.capacity, held + on_host, self.limit, self.limit_what)
+        self.plan = plan
 
-    # A GGUF file converted before opens from the cache (attnviz.loading.cache): no transformers, no
-    # dequantisation, no tokenizer conversion. (A device map splits the HF checkpoint itself: no cache.)
-    entry = cache.open_entry(location, progress) if location.suffix == ".gguf" and device_map is None else None
-    if entry is not None:
-        check_size(entry.config)
-        progress("building the model")
-        module = cached_module(entry.config, entry.state)
-        checkpoint = hf.Checkpoint(entry.config, {}, entry.tokenizer, entry.max_length, entry.special_tokens,
-                                   str(location))
-    else:
-        hf.import_transformers()
-        checkpoint = hf.read_checkpoint(location, progress, before_weights=check_size)
-        progress("converting weights")
-        if planned:
-            from attnviz.loading import split
 
-            module = split.materialize(planned[0], checkpoint.config, checkpoint.tensors)
-        else:
-            module = build_module(checkpoint.config, checkpoint.tensors, consume=True)
-            checkpoint.tensors = {}
-            if location.suffix == ".gguf" and cache.cache_dir() is not None:
-                progress("writing cache")
-                cache.store_entry(location, unique_state(module), checkpoint.config, checkpoint.tokenizer,
-                                  checkpoint.max_length, checkpoint.special_tokens)
-    if planned:
-        device = planned[0].device_type
-    else:
-        device = pick_device(device)
-        module = module.to(device=device, dtype=torch_dtype).eval()
-    config = module.config
-    if isinstance(module, EncoderDecoder):  # a translation model (Marian): its own run() and trace
-        from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
+def _from_cache(entry, location, gate: _SizeGate, progress):
+    """The module and checkpoint description of a cached conversion (its tensors are the module's)."""
+    from attnviz.loading import hf
+
+    gate(entry.config)
+    progress("building the model")
+    module = cached_module(entry.config, entry.state)
+    checkpoint = hf.Checkpoint(entry.config, {}, entry.tokenizer, entry.max_length, entry.special_tokens,
+                               str(location))
+    return module, checkpoint
+
+
+def _converted(location, gate: _SizeGate, progress):
+    """The checkpoint read (through `gate` before its weights) and converted: split by the gate's plan, or whole
+    (a GGUF conversion is then written to the cache)."""
+    from attnviz.loading import hf
+
+    hf.import_transformers()
+    checkpoint = hf.read_checkpoint(location, progress, before_weights=gate)
+    progress("converting weights")
+    if gate.plan is not None:
+        from attnviz.loading import split
+
+        return split.materialize(gate.plan, checkpoint.config, checkpoint.tensors), checkpoint
+    module = build_module(checkpoint.config, checkpoint.tensors, consume=True)
+    checkpoint.tensors = {}
+    if location.suffix == ".gguf" and cache.cache_dir() is not None:
+        progress("writing cache")
+        cache.store_entry(location, unique_state(module), checkpoint.config, checkpoint.tokenizer,
+                          checkpoint.max_length, checkpoint.special_tokens)
+    return module, checkpoint
+
+
+def _placed(module, plan, device: str | None, torch_dtype):
+    """(module, device): a split module stays where its plan put it; a whole one moves to `device`."""
+    if plan is not None:
+        return module, plan.device_type
+    device = pick_device(device)
+    return module.to(device=device, dtype=torch_dtype).eval(), device
+
+
+def _traced(module, checkpoint, source: str, max_tokens: int, split_device, progress):
+    """The facade that runs texts into traces: LoadedSeq2Seq for a translation model (Marian, T5, BART), else
+    LoadedModel. split_device: a split module's main device, None for a whole one."""
+    if isinstance(module, EncoderDecoder):  # a translation model: its own run() and trace
+        from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
 
         limit = min([max_tokens] + [checkpoint.max_length] * (checkpoint.max_length is not None))
         info = seq2seq_info(module, source, checkpoint.path, checkpoint.config["model_type"], limit)
         progress("ready")
         return LoadedSeq2Seq(module, checkpoint.tokenizer, info)
+    config = module.config
     info = ModelInfo.describe(module, source, checkpoint.path, checkpoint.config["model_type"],
                               _token_limit(max_tokens, config, checkpoint))
-    if planned:  # a split module's first weight may sit on "meta" (offloaded): inputs go to the main device
-        info = dataclasses.replace(info, device=device)
+    if split_device is not None:  # its first weight may sit on "meta" (offloaded): inputs go to the main device
+        info = dataclasses.replace(info, device=split_device)
     progress("ready")
     return LoadedModel(module, checkpoint.tokenizer, info, checkpoint.special_tokens,
                        context_tokens=_token_limit(CONTEXT_UNBOUNDED, config, checkpoint))

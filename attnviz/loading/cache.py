@@ -163,9 +163,9 @@ def code_fingerprint() -> str:
 
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(f"format {FORMAT}".encode())
-    for folder in ("loading", "transformer"):
-        for file in sorted((package / folder).glob("*.py")):
-            digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    for folder in ("loading", "transformer"):  # with their subfolders (loading/converters/)
+        for file in sorted((package / folder).rglob("*.py")):
+            digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
     for distribution in ("transformers", "gguf", "tokenizers"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             digest.update(f"{distribution} {importlib.metadata.version(distribution)}".encode())

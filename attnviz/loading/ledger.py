@@ -20,11 +20,23 @@ class WeightLedger:
             raise ValueError(f"checkpoint has no tensor {full!r}")
         return self._remaining.pop(full)
 
+    def has(self, key: str) -> bool:
+        """Whether the checkpoint holds `key` (under the prefix), not yet taken."""
+        return self.prefix + key in self._remaining
+
     def put(self, our_key: str, tensor: torch.Tensor) -> None:
         self.converted[our_key] = tensor
 
     def move(self, hf_key: str, our_key: str) -> None:
         self.put(our_key, self.take(hf_key))
+
+    def move_params(self, names: dict[str, str], theirs: str = "", ours: str = "",
+                    kinds: tuple[str, ...] = ("weight", "bias")) -> None:
+        """Each module of `names` (HF name -> ours) moved whole: theirs + name + "." + kind -> ours + name + ...
+        for each of `kinds` (a linear's or a LayerNorm's weight and bias, by default)."""
+        for hf_name, our_name in names.items():
+            for kind in kinds:
+                self.move(f"{theirs}{hf_name}.{kind}", f"{ours}{our_name}.{kind}")
 
     def unembedding(self, tied: bool, key: str = "lm_head.weight") -> None:
         """Tied models reuse the token embedding; others bring their own lm_head (outside the prefix)."""

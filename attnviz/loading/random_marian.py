@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from attnviz.loaded.seq2seq import LoadedSeq2Seq, seq2seq_info
 from attnviz.loading.random_model import untrained
 from attnviz.loading.spm import MarianSentencePiece
+from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
 from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqConfig
 
 log = logging.getLogger(__name__)

@@ -5,30 +5,55 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from attnviz.loading.albert import albert_config, convert_albert
-from attnviz.loading.bart import bart_config, convert_bart
-from attnviz.loading.bert import bert_config, convert_bert
-from attnviz.loading.bloom import bloom_config, convert_bloom
-from attnviz.loading.deberta import convert_deberta_v2, deberta_v2_config
-from attnviz.loading.distilbert import convert_distilbert, distilbert_config
-from attnviz.loading.electra import convert_electra, electra_config
+from attnviz.loading.converters import (
+    albert_config,
+    bart_config,
+    bert_config,
+    bloom_config,
+    convert_albert,
+    convert_bart,
+    convert_bert,
+    convert_bloom,
+    convert_deberta_v2,
+    convert_distilbert,
+    convert_electra,
+    convert_gemma,
+    convert_gpt2,
+    convert_gpt_neo,
+    convert_gpt_neox,
+    convert_gpt_oss,
+    convert_llama,
+    convert_marian,
+    convert_mixtral,
+    convert_modernbert,
+    convert_olmo2,
+    convert_opt,
+    convert_phi,
+    convert_phi3,
+    convert_qwen3,
+    convert_smollm3,
+    convert_t5,
+    deberta_v2_config,
+    distilbert_config,
+    electra_config,
+    gemma_config,
+    gpt2_config,
+    gpt_neo_config,
+    gpt_neox_config,
+    gpt_oss_config,
+    llama_config,
+    marian_config,
+    mixtral_config,
+    modernbert_config,
+    olmo2_config,
+    opt_config,
+    phi3_config,
+    phi_config,
+    qwen3_config,
+    smollm3_config,
+    t5_config,
+)
 from attnviz.loading.families import supported_list
-from attnviz.loading.gemma import convert_gemma, gemma_config
-from attnviz.loading.gpt2 import convert_gpt2, gpt2_config
-from attnviz.loading.gpt_neo import convert_gpt_neo, gpt_neo_config
-from attnviz.loading.gpt_neox import convert_gpt_neox, gpt_neox_config
-from attnviz.loading.gpt_oss import convert_gpt_oss, gpt_oss_config
-from attnviz.loading.llama import convert_llama, llama_config
-from attnviz.loading.marian import convert_marian, marian_config
-from attnviz.loading.mixtral import convert_mixtral, mixtral_config
-from attnviz.loading.modernbert import convert_modernbert, modernbert_config
-from attnviz.loading.olmo2 import convert_olmo2, olmo2_config
-from attnviz.loading.opt import convert_opt, opt_config
-from attnviz.loading.phi import convert_phi, phi_config
-from attnviz.loading.phi3 import convert_phi3, phi3_config
-from attnviz.loading.qwen3 import convert_qwen3, qwen3_config
-from attnviz.loading.smollm3 import convert_smollm3, smollm3_config
-from attnviz.loading.t5 import convert_t5, t5_config
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder

@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 import attnviz
-from attnviz.loaded import LoadedSeq2Seq
 from attnviz.loading import ModelTooLarge, cache, load_bytes
 from attnviz.loading.offline import OFFLINE_MODELS, offline_path
 from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
@@ -20,6 +19,7 @@ from attnviz.loading.size import checkpoint_bytes
 
 # The pages read SourceRefused, ModelTooLarge and RANDOM_MODEL_NAME from here: they import no loading code.
 from attnviz.loading.sources import AppSource, SourceRefused, allowed_model_dirs, app_source  # noqa: F401
+from attnviz.tracing import LoadedSeq2Seq
 from attnviz.workbench.memory import release_memory
 from attnviz.workbench.shared import OverBudget, Workbench
 

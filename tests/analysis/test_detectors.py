@@ -17,8 +17,8 @@ from attnviz.analysis.detectors import (
     top_heads,
     vocabulary,
 )
-from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.random_model import byte_tokenizer
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from tests.conftest import MINILM

@@ -13,7 +13,7 @@ import torch
 import transformers as tf
 
 from attnviz.interventions import effects
-from attnviz.loaded.model import LoadedModel, ModelInfo
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
 from tests.helpers.tiny_hf import tiny_mlm
 from tests.helpers.tiny_tokenizers import bpe_tokenizer, encoder_tokenizer

@@ -14,8 +14,8 @@ from attnviz.analysis.retrieval import answer_found, copy_events, mean_scores, r
 from attnviz.interventions import retrieval as needle_work
 from attnviz.interventions.decoding import greedy_decode
 from attnviz.interventions.needles import NEEDLES, Needle
-from attnviz.loaded.model import LoadedModel, ModelInfo
 from attnviz.loading.random_model import byte_tokenizer
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 

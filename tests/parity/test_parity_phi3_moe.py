@@ -23,8 +23,8 @@ from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
 import attnviz
 from attnviz.loading import build_module
-from attnviz.loading.gpt_oss import _deinterleaved, gpt_oss_config
-from attnviz.loading.phi3 import phi3_config
+from attnviz.loading.converters.gpt_oss import _deinterleaved, gpt_oss_config
+from attnviz.loading.converters.phi3 import phi3_config
 from attnviz.transformer.layers import MixtureOfExperts
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.rope import rope_frequencies

@@ -22,9 +22,9 @@ from attnviz.analysis import profile_heads, profile_reduced
 from attnviz.analysis.export import reduced_npz
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
-from attnviz.loaded.reduced import reduced_trace
 from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_edges, pool_tiles
 from attnviz.trace import AttentionTrace
+from attnviz.tracing.reduced import reduced_trace
 from attnviz.transformer import reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask

@@ -20,8 +20,9 @@ import re
 
 import torch
 
-from attnviz.loading.activations import activation
-from attnviz.loading.bert import _move_mlm_head
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.bert import BERT_HEAD
+from attnviz.loading.converters.bert_like import BERT_LAYER, has_architecture, move_embeddings, move_mlm_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
@@ -56,7 +57,6 @@ def deberta_v2_config(hf: dict) -> ModelConfig:
     max_relative = max_relative if max_relative >= 1 else hf["max_position_embeddings"]
     buckets = hf.get("position_buckets", -1)
     norm_rel = [x.strip() for x in (hf.get("norm_rel_ebd") or "none").lower().split("|")]
-    has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
     return ModelConfig(
         family=hf["model_type"],  # "deberta" (v1) or "deberta-v2"
         vocab_size=hf["vocab_size"],
@@ -79,7 +79,7 @@ def deberta_v2_config(hf: dict) -> ModelConfig:
         max_relative_positions=max_relative,
         share_att_key=bool(hf.get("share_att_key", False)),
         norm_rel_ebd="layer_norm" in norm_rel,
-        mlm_head=activation(hf.get("hidden_act", "gelu")) if has_head else None,
+        mlm_head=activation(hf.get("hidden_act", "gelu")) if has_architecture(hf, MLM_ARCHITECTURES) else None,
         tie_word_embeddings=hf.get("tie_word_embeddings", True),
     )
 
@@ -88,17 +88,10 @@ def convert_deberta_v2(hf: dict, checkpoint: dict, model) -> dict:
     prefix = detect_prefix(checkpoint, "embeddings.word_embeddings.weight", ("", "deberta."))
     w = WeightLedger(checkpoint, prefix)
     c = model.config
-    w.move("embeddings.word_embeddings.weight", "token_embedding.weight")
-    if c.max_positions is not None:
-        w.move("embeddings.position_embeddings.weight", "position_embedding.weight")
-    if c.type_vocab_size:
-        w.move("embeddings.token_type_embeddings.weight", "type_embedding.weight")
-    for p in ("weight", "bias"):
-        w.move(f"embeddings.LayerNorm.{p}", f"embedding_norm.{p}")
+    move_embeddings(w, positions=c.max_positions is not None, types=bool(c.type_vocab_size))
     names = {"attention.self.query_proj": "attn.q_proj", "attention.self.key_proj": "attn.k_proj",
-             "attention.self.value_proj": "attn.v_proj", "attention.output.dense": "attn.o_proj",
-             "attention.output.LayerNorm": "attn_norm", "intermediate.dense": "mlp.up_proj",
-             "output.dense": "mlp.down_proj", "output.LayerNorm": "mlp_norm"}
+             "attention.self.value_proj": "attn.v_proj",
+             **{k: v for k, v in BERT_LAYER.items() if not k.startswith("attention.self.")}}
     if c.pos_att_type and not c.share_att_key:
         if "c2p" in c.pos_att_type:
             names["attention.self.pos_key_proj"] = "attn.pos_key_proj"
@@ -108,16 +101,12 @@ def convert_deberta_v2(hf: dict, checkpoint: dict, model) -> dict:
         _move_v1_attention(w, c)
         names = {k: v for k, v in names.items() if not k.startswith("attention.self.")}
     for i in range(c.n_layers):
-        for theirs, ours in names.items():
-            for p in ("weight", "bias"):
-                w.move(f"encoder.layer.{i}.{theirs}.{p}", f"blocks.{i}.{ours}.{p}")
+        w.move_params(names, f"encoder.layer.{i}.", f"blocks.{i}.")
     if c.pos_att_type:
         w.move("encoder.rel_embeddings.weight", "relative.embedding.weight")
         if c.norm_rel_ebd:
-            for p in ("weight", "bias"):
-                w.move(f"encoder.LayerNorm.{p}", f"relative.norm.{p}")
-    if model.mlm_head is not None:
-        _mlm_head(w, checkpoint, model)
+            w.move_params({"encoder.LayerNorm": "relative.norm"})
+    _mlm_head(w, checkpoint, model)
     w.ignore(r"(deberta\.)?embeddings\.position_ids")
     if c.max_positions is None:  # saved by some checkpoints without being used (HF ignores them on load too)
         w.ignore(r"(deberta\.)?embeddings\.position_embeddings\.weight")
@@ -141,25 +130,16 @@ def _move_v1_attention(w: WeightLedger, c: ModelConfig) -> None:
             w.move(theirs + "pos_proj.weight", ours + "pos_key_proj.weight")
             w.put(ours + "pos_key_proj.bias", torch.zeros(c.n_heads * d, dtype=fused.dtype))
         if "p2c" in c.pos_att_type:
-            for p in ("weight", "bias"):
-                w.move(f"{theirs}pos_q_proj.{p}", f"{ours}pos_query_proj.{p}")
+            w.move_params({"pos_q_proj": "pos_query_proj"}, theirs, ours)
 
 
 def _mlm_head(w: WeightLedger, checkpoint: dict, model) -> None:
     """The legacy head (cls.predictions.*, BERT's layout) or the current one (lm_predictions.lm_head.*:
-    dense, LayerNorm, a bias, and the token embedding as decoder)."""
+    dense, LayerNorm, a bias, and always the token embedding as decoder)."""
     if "cls.predictions.transform.dense.weight" in checkpoint:
-        _move_mlm_head(w, checkpoint, model.config.tie_word_embeddings, roberta=False)
+        move_mlm_head(w, model, **BERT_HEAD)
         return
     head = "lm_predictions.lm_head."
-    if head + "dense.weight" not in checkpoint:
-        model.mlm_head = None  # a masked-LM config over base weights: no mask filling
-        return
-    base, w.prefix = w.prefix, ""
-    for theirs, ours in (("dense", "dense"), ("LayerNorm", "norm")):
-        for p in ("weight", "bias"):
-            w.move(f"{head}{theirs}.{p}", f"mlm_head.{ours}.{p}")
-    w.move(head + "bias", "mlm_head.decoder.bias")
-    w.put("mlm_head.decoder.weight", w.converted["token_embedding.weight"])  # always the embedding here
+    move_mlm_head(w, model, dense=head + "dense", norm=head + "LayerNorm", biases=(head + "bias",),
+                  decoder=head + "decoder.weight", tied=True)
     w.ignore(re.escape(head) + ".*")
-    w.prefix = base

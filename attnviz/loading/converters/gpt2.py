@@ -6,9 +6,11 @@ fused c_attn is concat(q, k, v) along its output dimension.
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
+
+GPT2_NORMS = {"ln_1": "attn_norm", "ln_2": "mlp_norm"}  # GPT-Neo's too
 
 
 def gpt2_config(hf: dict) -> ModelConfig:
@@ -51,11 +53,8 @@ def convert_gpt2(hf: dict, checkpoint: dict, model) -> dict:
                              ("mlp.c_proj", "mlp.down_proj")):
             w.put(f"{ours}{mine}.weight", w.take(f"{h}{theirs}.weight").t().contiguous())
             w.move(f"{h}{theirs}.bias", f"{ours}{mine}.bias")
-        for p in ("weight", "bias"):
-            w.move(f"{h}ln_1.{p}", f"{ours}attn_norm.{p}")
-            w.move(f"{h}ln_2.{p}", f"{ours}mlp_norm.{p}")
-    for p in ("weight", "bias"):
-        w.move(f"ln_f.{p}", f"final_norm.{p}")
+        w.move_params(GPT2_NORMS, h, ours)
+    w.move_params({"ln_f": "final_norm"})
     w.unembedding(model.config.tie_word_embeddings)
     # Causal-mask buffers saved by old versions of HF's GPT2Attention.
     w.ignore(r"(transformer\.)?h\.\d+\.attn\.(bias|masked_bias)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 

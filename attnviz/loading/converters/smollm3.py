@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnviz.loading.llama import llama_config
-from attnviz.loading.llama_like import convert_llama_like, layer_windows
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_llama_like, layer_windows
 from attnviz.transformer.config import ModelConfig
 
 
@@ -30,5 +30,4 @@ def smollm3_config(hf: dict) -> ModelConfig:
         layer_windows=layer_windows(hf, layer_types))
 
 
-def convert_smollm3(hf: dict, checkpoint: dict, model) -> dict:
-    return convert_llama_like(checkpoint, model)
+convert_smollm3 = convert_llama_like  # Llama's tensors

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 

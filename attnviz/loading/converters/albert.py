@@ -9,13 +9,15 @@ ALBERT) is supported. The MLM head (predictions.*): dense to embedding_size, hid
 
 from __future__ import annotations
 
-import re
-
-from attnviz.loading.bert import bert_layout
+from attnviz.loading.converters.bert_like import bert_layout, has_architecture, move_embeddings, move_mlm_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
 MLM_ARCHITECTURES = ("AlbertForMaskedLM", "AlbertForPreTraining")
+LAYER = "encoder.albert_layer_groups.0.albert_layers.0."  # the one layer every layer runs
+NAMES = {"attention.query": "attn.q_proj", "attention.key": "attn.k_proj", "attention.value": "attn.v_proj",
+         "attention.dense": "attn.o_proj", "attention.LayerNorm": "attn_norm", "ffn": "mlp.up_proj",
+         "ffn_output": "mlp.down_proj", "full_layer_layer_norm": "mlp_norm"}
 
 
 def albert_config(hf: dict) -> ModelConfig:
@@ -23,50 +25,28 @@ def albert_config(hf: dict) -> ModelConfig:
         if hf.get(option, 1) != 1:
             raise ValueError(f"ALBERT with {option}={hf[option]} is not supported (only 1)")
     layout = bert_layout(hf, "ALBERT ", default_act="gelu_new")
-    has_head = any(a in MLM_ARCHITECTURES for a in hf.get("architectures") or ())
     return ModelConfig(
         family="albert",
         **layout,
         # ALBERT always maps embeddings in, even when embedding_size == hidden_size.
         embedding_size=hf.get("embedding_size") or hf["hidden_size"],
         shared_layers=True,
-        mlm_head=layout["activation"] if has_head else None,
+        mlm_head=layout["activation"] if has_architecture(hf, MLM_ARCHITECTURES) else None,
     )
 
 
 def convert_albert(hf: dict, checkpoint: dict, model) -> dict:
     prefix = detect_prefix(checkpoint, "embeddings.word_embeddings.weight", ("", "albert."))
     w = WeightLedger(checkpoint, prefix)
-    w.move("embeddings.word_embeddings.weight", "token_embedding.weight")
-    w.move("embeddings.position_embeddings.weight", "position_embedding.weight")
-    w.move("embeddings.token_type_embeddings.weight", "type_embedding.weight")
-    layer = "encoder.albert_layer_groups.0.albert_layers.0."
-    names = {"attention.query": "attn.q_proj", "attention.key": "attn.k_proj", "attention.value": "attn.v_proj",
-             "attention.dense": "attn.o_proj", "attention.LayerNorm": "attn_norm", "ffn": "mlp.up_proj",
-             "ffn_output": "mlp.down_proj", "full_layer_layer_norm": "mlp_norm"}
+    move_embeddings(w)
     for p in ("weight", "bias"):
-        w.move(f"embeddings.LayerNorm.{p}", f"embedding_norm.{p}")
         w.move(f"encoder.embedding_hidden_mapping_in.{p}", f"embedding_project.{p}")
-        for theirs, ours in names.items():
-            tensor = w.take(f"{layer}{theirs}.{p}")
+        for theirs, ours in NAMES.items():
+            tensor = w.take(f"{LAYER}{theirs}.{p}")
             for i in range(model.config.n_layers):  # one module: every layer's name holds the same tensor
                 w.put(f"blocks.{i}.{ours}.{p}", tensor)
-    if model.mlm_head is not None and "predictions.dense.weight" in checkpoint:
-        w.prefix = ""
-        for theirs, ours in (("dense", "dense"), ("LayerNorm", "norm")):
-            for p in ("weight", "bias"):
-                w.move(f"predictions.{theirs}.{p}", f"mlm_head.{ours}.{p}")
-        bias = next((k for k in ("predictions.bias", "predictions.decoder.bias") if k in checkpoint),
-                    "predictions.bias")
-        w.move(bias, "mlm_head.decoder.bias")
-        w.ignore(re.escape("predictions.decoder.bias"))
-        if model.config.tie_word_embeddings:
-            w.put("mlm_head.decoder.weight", w.converted["token_embedding.weight"])
-            w.ignore(re.escape("predictions.decoder.weight"))
-        else:
-            w.move("predictions.decoder.weight", "mlm_head.decoder.weight")
-    elif model.mlm_head is not None:
-        model.mlm_head = None  # a masked-LM config over base weights: the encoder, without mask filling
+    move_mlm_head(w, model, dense="predictions.dense", norm="predictions.LayerNorm",
+                  biases=("predictions.bias", "predictions.decoder.bias"), decoder="predictions.decoder.weight")
     w.ignore(r"(albert\.)?embeddings\.(position_ids|token_type_ids)")
     w.ignore(r"(albert\.)?pooler\..*")
     w.ignore(r"(predictions|sop_classifier|classifier|qa_outputs)\..*")

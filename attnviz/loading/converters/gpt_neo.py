@@ -7,7 +7,8 @@ scaled by 1/sqrt(d) (attn_scale 1.0); q, k, v have no bias, out_proj has one; pr
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.gpt2 import GPT2_NORMS
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
@@ -60,14 +61,9 @@ def convert_gpt_neo(hf: dict, checkpoint: dict, model) -> dict:
         h, ours = f"h.{i}.", f"blocks.{i}."
         for name in ("q_proj", "k_proj", "v_proj"):
             w.move(f"{h}attn.attention.{name}.weight", f"{ours}attn.{name}.weight")
-        for kind in ("weight", "bias"):
-            w.move(f"{h}attn.attention.out_proj.{kind}", f"{ours}attn.o_proj.{kind}")
-            w.move(f"{h}mlp.c_fc.{kind}", f"{ours}mlp.up_proj.{kind}")
-            w.move(f"{h}mlp.c_proj.{kind}", f"{ours}mlp.down_proj.{kind}")
-            w.move(f"{h}ln_1.{kind}", f"{ours}attn_norm.{kind}")
-            w.move(f"{h}ln_2.{kind}", f"{ours}mlp_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"ln_f.{kind}", f"final_norm.{kind}")
+        w.move_params({"attn.attention.out_proj": "attn.o_proj", "mlp.c_fc": "mlp.up_proj",
+                       "mlp.c_proj": "mlp.down_proj", **GPT2_NORMS}, h, ours)
+    w.move_params({"ln_f": "final_norm"})
     w.unembedding(model.config.tie_word_embeddings)
     # The causal/local mask buffers that old checkpoints saved; rebuilt from the config.
     w.ignore(r"(transformer\.)?h\.\d+\.attn\.attention\.(bias|masked_bias)")

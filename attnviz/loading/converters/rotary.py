@@ -1,9 +1,17 @@
-"""Rotary settings of an HF config, shared by the partial-rotary families (GPT-NeoX, Phi)."""
+"""Rotary settings of an HF config: theta and scaling (the Llama-shaped families), and the rotated share of
+each head (the partial-rotary families, GPT-NeoX and Phi)."""
 
 from __future__ import annotations
 
-from attnviz.loading.llama import _rope
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
+
+
+def rope_settings(hf: dict) -> tuple[float, dict | None]:
+    """theta and scaling; transformers 5 keeps both in `rope_parameters`, older configs at top level."""
+    params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    return float(theta), None if rope_type == "default" else {**params, "rope_type": rope_type}
 
 
 def rotary_settings(hf: dict, head_dim: int, default_factor: float = 1.0) -> tuple[float, dict | None, int | None]:
@@ -11,7 +19,7 @@ def rotary_settings(hf: dict, head_dim: int, default_factor: float = 1.0) -> tup
     the rotated share in rope_parameters["partial_rotary_factor"]; older configs say rotary_pct (GPT-NeoX)
     or partial_rotary_factor at top level (Phi), and GPT-NeoX names its base rotary_emb_base."""
     params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-    theta, scaling = _rope(hf)
+    theta, scaling = rope_settings(hf)
     if "rope_theta" not in params and "rotary_emb_base" in hf:
         theta = float(hf["rotary_emb_base"])
     rope_type = (scaling or {}).get("rope_type", "default")

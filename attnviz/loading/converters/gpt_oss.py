@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.loading.converters.llama_like import convert_decoder, decoder_sizes, move_attention
+from attnviz.loading.converters.rotary import rope_settings
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.llama import _rope
 from attnviz.transformer.config import ModelConfig
 
 LAYER_TYPES = ("sliding_attention", "full_attention")
@@ -39,28 +40,20 @@ def gpt_oss_config(hf: dict) -> ModelConfig:
     if unknown:
         raise ValueError(f"layer_types {unknown} are not supported for gpt_oss; supported: {', '.join(LAYER_TYPES)}")
     window = hf.get("sliding_window")
-    theta, scaling = _rope(hf)
+    theta, scaling = rope_settings(hf)
     bias = bool(hf.get("attention_bias", True))
     return ModelConfig(
         family="gpt_oss",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=n_layers,
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=hf.get("head_dim") or hf["hidden_size"] // n_heads,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-5),
         norm_placement="pre",
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         qkv_bias=bias,
         out_bias=bias,
         mlp_bias=True,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         layer_windows=tuple(window if kind == "sliding_attention" else None for kind in layer_types),
         attn_sinks=True,
@@ -78,26 +71,21 @@ def _deinterleaved(gate_up: torch.Tensor) -> torch.Tensor:
 
 
 def convert_gpt_oss(hf: dict, checkpoint: dict, model) -> dict:
-    w = WeightLedger(checkpoint, "model.")
-    w.move("embed_tokens.weight", "token_embedding.weight")
-    c = model.config
-    for i in range(c.n_layers):
-        layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
-            if c.qkv_bias:
-                w.move(f"{layer}self_attn.{name}.bias", f"{ours}attn.{name}.bias")
-        w.move(f"{layer}self_attn.sinks", f"{ours}attn.sinks")
-        w.move(f"{layer}mlp.router.weight", f"{ours}mlp.router.weight")
-        w.move(f"{layer}mlp.router.bias", f"{ours}mlp.router.bias")
-        experts = f"{layer}mlp.experts."
-        gate_up = w.take(f"{experts}gate_up_proj")  # E, C, 2F interleaved
-        w.put(f"{ours}mlp.gate_up", _deinterleaved(gate_up).transpose(1, 2).contiguous())  # E, 2F, C
-        w.put(f"{ours}mlp.gate_up_bias", _deinterleaved(w.take(f"{experts}gate_up_proj_bias")).contiguous())
-        w.put(f"{ours}mlp.down", w.take(f"{experts}down_proj").transpose(1, 2).contiguous())  # E, C, F
-        w.move(f"{experts}down_proj_bias", f"{ours}mlp.down_bias")
-        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
-        w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
-    w.move("norm.weight", "final_norm.weight")
-    w.unembedding(c.tie_word_embeddings)
-    return w.finish(model)
+    return convert_decoder(WeightLedger(checkpoint, "model."), model, attention=_attention_with_sinks,
+                           mlp=_move_experts)
+
+
+def _attention_with_sinks(w: WeightLedger, layer: str, ours: str, c) -> None:
+    move_attention(w, layer, ours, c)
+    w.move(f"{layer}self_attn.sinks", f"{ours}attn.sinks")
+
+
+def _move_experts(w: WeightLedger, layer: str, ours: str, c) -> None:
+    w.move(f"{layer}mlp.router.weight", f"{ours}mlp.router.weight")
+    w.move(f"{layer}mlp.router.bias", f"{ours}mlp.router.bias")
+    experts = f"{layer}mlp.experts."
+    gate_up = w.take(f"{experts}gate_up_proj")  # E, C, 2F interleaved
+    w.put(f"{ours}mlp.gate_up", _deinterleaved(gate_up).transpose(1, 2).contiguous())  # E, 2F, C
+    w.put(f"{ours}mlp.gate_up_bias", _deinterleaved(w.take(f"{experts}gate_up_proj_bias")).contiguous())
+    w.put(f"{ours}mlp.down", w.take(f"{experts}down_proj").transpose(1, 2).contiguous())  # E, C, F
+    w.move(f"{experts}down_proj_bias", f"{ours}mlp.down_bias")

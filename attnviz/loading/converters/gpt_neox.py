@@ -7,10 +7,14 @@ projection as [B, T, H, 3 * D] and chunks each head's 3 * D into q, k, v), not c
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import decoder_sizes
+from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger, detect_prefix
-from attnviz.loading.rotary import rotary_settings
 from attnviz.transformer.config import ModelConfig
+
+NEOX_MLP_AND_NORMS = {"mlp.dense_h_to_4h": "mlp.up_proj", "mlp.dense_4h_to_h": "mlp.down_proj",  # BLOOM's too
+                      "input_layernorm": "attn_norm", "post_attention_layernorm": "mlp_norm"}
 
 
 def gpt_neox_config(hf: dict) -> ModelConfig:
@@ -19,23 +23,16 @@ def gpt_neox_config(hf: dict) -> ModelConfig:
     bias = bool(hf.get("attention_bias", True))
     return ModelConfig(
         family="gpt_neox",
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        d_ff=hf["intermediate_size"],
-        causal=True,
+        **decoder_sizes(hf),
         norm_eps=hf.get("layer_norm_eps", 1e-5),
         norm_placement="pre",
         residual="parallel" if hf.get("use_parallel_residual", True) else "sequential",
         activation=activation(hf.get("hidden_act", "gelu")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=rotary_dim,
         qkv_bias=bias,
         out_bias=bias,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
     )
 
@@ -60,14 +57,8 @@ def convert_gpt_neox(hf: dict, checkpoint: dict, model) -> dict:
             for name, part in zip(("q_proj", "k_proj", "v_proj"), split_per_head(fused, c.n_heads)):
                 w.put(f"{ours}attn.{name}.{kind}", part)
             w.move(f"{layer}attention.dense.{kind}", f"{ours}attn.o_proj.{kind}")
-        for theirs, mine in (("dense_h_to_4h", "up_proj"), ("dense_4h_to_h", "down_proj")):
-            for kind in ("weight", "bias"):
-                w.move(f"{layer}mlp.{theirs}.{kind}", f"{ours}mlp.{mine}.{kind}")
-        for kind in ("weight", "bias"):
-            w.move(f"{layer}input_layernorm.{kind}", f"{ours}attn_norm.{kind}")
-            w.move(f"{layer}post_attention_layernorm.{kind}", f"{ours}mlp_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"final_layer_norm.{kind}", f"final_norm.{kind}")
+        w.move_params(NEOX_MLP_AND_NORMS, layer, ours)
+    w.move_params({"final_layer_norm": "final_norm"})
     # Pythia's own checkpoints name the unembedding embed_out; transformers 5 renames it lm_head on load.
     w.unembedding(c.tie_word_embeddings, "embed_out.weight" if "embed_out.weight" in checkpoint else "lm_head.weight")
     # Causal-mask and rotary buffers that old checkpoints saved; recomputed from the config.

@@ -23,12 +23,15 @@ raw dict converts as the finished config does.
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import PRE_NORMS, convert_decoder, decoder_sizes
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.rope import SUPPORTED_ROPE_TYPES
 
 SANDWICH = ("gemma2", "gemma3_text")
+SANDWICH_NORMS = (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "attn_post_norm"),
+                  ("pre_feedforward_layernorm", "mlp_norm"), ("post_feedforward_layernorm", "mlp_post_norm"))
 # Gemma3TextConfig's defaults, for configs that leave them out (the GGUF loader's dict)
 GEMMA3_DEFAULTS = {"global_theta": 1_000_000.0, "local_theta": 10_000.0, "pattern": 6}
 
@@ -41,7 +44,6 @@ def gemma_config(hf: dict) -> ModelConfig:
         raise ValueError(f"{model_type} with use_bidirectional_attention=True (an embedding model) is not supported")
     if hf.get("attention_bias"):
         raise ValueError(f"{model_type} with attention_bias=True is not supported")
-    n_heads, d_model = hf["num_attention_heads"], hf["hidden_size"]
     head_dim = hf.get("head_dim") or 256
     # Gemma 1 reads hidden_act (its legacy "gelu" means the tanh form); Gemma 2/3 read hidden_activation.
     if model_type == "gemma":
@@ -51,25 +53,17 @@ def gemma_config(hf: dict) -> ModelConfig:
         act = hf.get("hidden_activation") or "gelu_pytorch_tanh"
     common = dict(
         family=model_type,
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=head_dim,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="gemma_rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-6),
         gated_mlp=True,
         activation=activation(act),
-        max_positions=None,
         qkv_bias=False,
         out_bias=False,
         mlp_bias=False,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        embed_scale=d_model**0.5,
+        embed_scale=hf["hidden_size"]**0.5,
     )
     if model_type == "gemma":
         theta, scaling = _rope(hf.get("rope_parameters") or hf.get("rope_scaling"), hf.get("rope_theta", 10000.0))
@@ -158,25 +152,4 @@ def _convert_wrapper(hf: dict, checkpoint: dict, model) -> dict:
 
 
 def _convert(model_type: str, w: WeightLedger, model) -> dict:
-    c = model.config
-    w.move("embed_tokens.weight", "token_embedding.weight")
-    for i in range(c.n_layers):
-        layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w.move(f"{layer}self_attn.{name}.weight", f"{ours}attn.{name}.weight")
-        if c.qk_norm is not None:
-            w.move(f"{layer}self_attn.q_norm.weight", f"{ours}attn.q_norm.weight")
-            w.move(f"{layer}self_attn.k_norm.weight", f"{ours}attn.k_norm.weight")
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            w.move(f"{layer}mlp.{name}.weight", f"{ours}mlp.{name}.weight")
-        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
-        if model_type in SANDWICH:
-            w.move(f"{layer}post_attention_layernorm.weight", f"{ours}attn_post_norm.weight")
-            w.move(f"{layer}pre_feedforward_layernorm.weight", f"{ours}mlp_norm.weight")
-            w.move(f"{layer}post_feedforward_layernorm.weight", f"{ours}mlp_post_norm.weight")
-        else:
-            w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
-    w.move("norm.weight", "final_norm.weight")
-    w.unembedding(c.tie_word_embeddings)
-    w.ignore(r".*rotary_emb\.inv_freq")  # recomputed from the config
-    return w.finish(model)
+    return convert_decoder(w, model, SANDWICH_NORMS if model_type in SANDWICH else PRE_NORMS)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnviz.loading.llama import llama_config
-from attnviz.loading.llama_like import convert_llama_like, layer_windows
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_llama_like, layer_windows
 from attnviz.transformer.config import ModelConfig
 
 
@@ -21,5 +21,4 @@ def qwen3_config(hf: dict) -> ModelConfig:
         llama_config(hf), family="qwen3", qk_norm="head", layer_windows=layer_windows(hf, layer_types))
 
 
-def convert_qwen3(hf: dict, checkpoint: dict, model) -> dict:
-    return convert_llama_like(checkpoint, model)
+convert_qwen3 = convert_llama_like  # Llama's tensors, q/k norms included

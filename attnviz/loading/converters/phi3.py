@@ -10,7 +10,8 @@ rows: H*D query rows, then K*D key rows, then K*D value rows) and the MLP's gate
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import convert_decoder, decoder_sizes
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
@@ -29,27 +30,19 @@ def phi3_config(hf: dict) -> ModelConfig:
         raise ValueError(f"partial_rotary_factor {partial} gives an odd or empty rotary width {rotary_dim}")
     return ModelConfig(
         family="phi3",
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=head_dim,
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm="rmsnorm",
         norm_eps=hf.get("rms_norm_eps", 1e-5),
         norm_placement="pre",
         gated_mlp=True,
         activation=activation(hf.get("hidden_act", "silu")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=None if rotary_dim == head_dim else rotary_dim,
         qkv_bias=False,
         out_bias=False,
         mlp_bias=False,
-        lm_head=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         sliding_window=hf.get("sliding_window"),
     )
@@ -78,23 +71,19 @@ def _rope(hf: dict) -> tuple[float, dict | None, float]:
 
 
 def convert_phi3(hf: dict, checkpoint: dict, model) -> dict:
-    w = WeightLedger(checkpoint, "model.")
-    w.move("embed_tokens.weight", "token_embedding.weight")
-    c = model.config
+    return convert_decoder(WeightLedger(checkpoint, "model."), model, attention=_split_qkv, mlp=_split_gate_up)
+
+
+def _split_qkv(w: WeightLedger, layer: str, ours: str, c) -> None:
     q_rows, kv_rows = c.n_heads * c.dim_per_head, c.kv_heads * c.dim_per_head
-    for i in range(c.n_layers):
-        layer, ours = f"layers.{i}.", f"blocks.{i}."
-        q, k, v = w.take(f"{layer}self_attn.qkv_proj.weight").split([q_rows, kv_rows, kv_rows], dim=0)
-        for name, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
-            w.put(f"{ours}attn.{name}.weight", weight.contiguous())
-        w.move(f"{layer}self_attn.o_proj.weight", f"{ours}attn.o_proj.weight")
-        gate, up = w.take(f"{layer}mlp.gate_up_proj.weight").chunk(2, dim=0)  # HF: gate, up = h.chunk(2)
-        w.put(f"{ours}mlp.gate_proj.weight", gate.contiguous())
-        w.put(f"{ours}mlp.up_proj.weight", up.contiguous())
-        w.move(f"{layer}mlp.down_proj.weight", f"{ours}mlp.down_proj.weight")
-        w.move(f"{layer}input_layernorm.weight", f"{ours}attn_norm.weight")
-        w.move(f"{layer}post_attention_layernorm.weight", f"{ours}mlp_norm.weight")
-    w.move("norm.weight", "final_norm.weight")
-    w.unembedding(c.tie_word_embeddings)
-    w.ignore(r"model\.layers\.\d+\.self_attn\.rotary_emb\.(inv_freq|long_inv_freq|short_inv_freq)")
-    return w.finish(model)
+    q, k, v = w.take(f"{layer}self_attn.qkv_proj.weight").split([q_rows, kv_rows, kv_rows], dim=0)
+    for name, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
+        w.put(f"{ours}attn.{name}.weight", weight.contiguous())
+    w.move(f"{layer}self_attn.o_proj.weight", f"{ours}attn.o_proj.weight")
+
+
+def _split_gate_up(w: WeightLedger, layer: str, ours: str, c) -> None:
+    gate, up = w.take(f"{layer}mlp.gate_up_proj.weight").chunk(2, dim=0)  # HF: gate, up = h.chunk(2)
+    w.put(f"{ours}mlp.gate_proj.weight", gate.contiguous())
+    w.put(f"{ours}mlp.up_proj.weight", up.contiguous())
+    w.move(f"{layer}mlp.down_proj.weight", f"{ours}mlp.down_proj.weight")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
@@ -83,24 +83,22 @@ def convert_marian(hf: dict, checkpoint: dict, model) -> dict:
         _attention(w, f"model.encoder.layers.{i}.self_attn.", f"encoder_blocks.{i}.self_attn.")
         _block_rest(w, f"model.encoder.layers.{i}.", f"encoder_blocks.{i}.")
     for i in range(c.decoder_layers):
-        _attention(w, f"model.decoder.layers.{i}.self_attn.", f"decoder_blocks.{i}.self_attn.")
-        _attention(w, f"model.decoder.layers.{i}.encoder_attn.", f"decoder_blocks.{i}.cross_attn.")
-        for p in ("weight", "bias"):
-            w.move(f"model.decoder.layers.{i}.encoder_attn_layer_norm.{p}", f"decoder_blocks.{i}.cross_attn_norm.{p}")
-        _block_rest(w, f"model.decoder.layers.{i}.", f"decoder_blocks.{i}.")
+        theirs, ours = f"model.decoder.layers.{i}.", f"decoder_blocks.{i}."
+        _attention(w, f"{theirs}self_attn.", f"{ours}self_attn.")
+        _attention(w, f"{theirs}encoder_attn.", f"{ours}cross_attn.")
+        w.move_params({"encoder_attn_layer_norm": "cross_attn_norm"}, theirs, ours)
+        _block_rest(w, theirs, ours)
     return w.finish(model)
 
 
+ATTENTION = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "out_proj": "o_proj"}
+BLOCK_REST = {"self_attn_layer_norm": "self_attn_norm", "fc1": "mlp.up_proj", "fc2": "mlp.down_proj",
+              "final_layer_norm": "mlp_norm"}  # BART's names too
+
+
 def _attention(w: WeightLedger, hf: str, ours: str) -> None:
-    for p in ("weight", "bias"):
-        for name in ("q_proj", "k_proj", "v_proj"):
-            w.move(f"{hf}{name}.{p}", f"{ours}{name}.{p}")
-        w.move(f"{hf}out_proj.{p}", f"{ours}o_proj.{p}")
+    w.move_params(ATTENTION, hf, ours)
 
 
 def _block_rest(w: WeightLedger, hf: str, ours: str) -> None:
-    for p in ("weight", "bias"):
-        w.move(f"{hf}self_attn_layer_norm.{p}", f"{ours}self_attn_norm.{p}")
-        w.move(f"{hf}fc1.{p}", f"{ours}mlp.up_proj.{p}")
-        w.move(f"{hf}fc2.{p}", f"{ours}mlp.down_proj.{p}")
-        w.move(f"{hf}final_layer_norm.{p}", f"{ours}mlp_norm.{p}")
+    w.move_params(BLOCK_REST, hf, ours)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnviz.loading.llama import llama_config
-from attnviz.loading.llama_like import convert_llama_like
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_decoder
+from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
 AFTER_NORMS = (("post_attention_layernorm", "attn_post_norm"), ("post_feedforward_layernorm", "mlp_post_norm"))
@@ -22,4 +23,4 @@ def olmo2_config(hf: dict) -> ModelConfig:
 
 
 def convert_olmo2(hf: dict, checkpoint: dict, model) -> dict:
-    return convert_llama_like(checkpoint, model, AFTER_NORMS)
+    return convert_decoder(WeightLedger(checkpoint, "model."), model, AFTER_NORMS)

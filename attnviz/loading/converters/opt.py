@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
 POSITION_OFFSET = 2  # HF OPTLearnedPositionalEmbedding.offset
+LINEARS = {"self_attn.q_proj": "attn.q_proj", "self_attn.k_proj": "attn.k_proj", "self_attn.v_proj": "attn.v_proj",
+           "self_attn.out_proj": "attn.o_proj", "fc1": "mlp.up_proj", "fc2": "mlp.down_proj"}
 
 
 def opt_config(hf: dict) -> ModelConfig:
@@ -57,8 +59,7 @@ def convert_opt(hf: dict, checkpoint: dict, model) -> dict:
 
     def norm(theirs: str, mine: str) -> None:
         if affine:
-            for kind in ("weight", "bias"):
-                w.move(f"{theirs}.{kind}", f"{mine}.{kind}")
+            w.move_params({theirs: mine})
         else:  # a LayerNorm without parameters is ours with weight 1 and bias 0
             w.put(f"{mine}.weight", torch.ones(c.d_model))
             w.put(f"{mine}.bias", torch.zeros(c.d_model))
@@ -71,11 +72,7 @@ def convert_opt(hf: dict, checkpoint: dict, model) -> dict:
     for i in range(c.n_layers):
         layer, ours = f"layers.{i}.", f"blocks.{i}."
         kinds = ("weight", "bias") if c.qkv_bias else ("weight",)
-        for theirs, mine in (("self_attn.q_proj", "attn.q_proj"), ("self_attn.k_proj", "attn.k_proj"),
-                             ("self_attn.v_proj", "attn.v_proj"), ("self_attn.out_proj", "attn.o_proj"),
-                             ("fc1", "mlp.up_proj"), ("fc2", "mlp.down_proj")):
-            for kind in kinds:
-                w.move(f"{layer}{theirs}.{kind}", f"{ours}{mine}.{kind}")
+        w.move_params(LINEARS, layer, ours, kinds)
         norm(f"{layer}self_attn_layer_norm", f"{ours}attn_norm")
         norm(f"{layer}final_layer_norm", f"{ours}mlp_norm")
     if c.has_final_norm:

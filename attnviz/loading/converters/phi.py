@@ -8,10 +8,15 @@ LayerNorm, and an unembedding with a bias.
 
 from __future__ import annotations
 
-from attnviz.loading.activations import activation
+from attnviz.loading.converters.activations import activation
+from attnviz.loading.converters.llama_like import decoder_sizes
+from attnviz.loading.converters.rotary import rotary_settings
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.rotary import rotary_settings
 from attnviz.transformer.config import ModelConfig
+
+LAYER = {"self_attn.q_proj": "attn.q_proj", "self_attn.k_proj": "attn.k_proj", "self_attn.v_proj": "attn.v_proj",
+         "self_attn.dense": "attn.o_proj", "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj",
+         "input_layernorm": "attn_norm"}
 
 
 def phi_config(hf: dict) -> ModelConfig:
@@ -23,24 +28,16 @@ def phi_config(hf: dict) -> ModelConfig:
     theta, scaling, rotary_dim = rotary_settings(hf, head_dim, default_factor=0.5)
     return ModelConfig(
         family="phi",
-        vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_layers=hf["num_hidden_layers"],
-        n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        **decoder_sizes(hf),
         head_dim=hf.get("head_dim"),
-        d_ff=hf["intermediate_size"],
-        causal=True,
         norm_eps=hf.get("layer_norm_eps", 1e-5),
         norm_placement="pre",
         residual="parallel_shared",
         activation=activation(hf.get("hidden_act", "gelu_new")),
-        max_positions=None,
         rope_theta=theta,
         rope_scaling=scaling,
         rotary_dim=rotary_dim,
         qk_norm="head" if hf.get("qk_layernorm") else None,
-        lm_head=True,
         lm_head_bias=True,
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
     )
@@ -52,17 +49,10 @@ def convert_phi(hf: dict, checkpoint: dict, model) -> dict:
     w.move("embed_tokens.weight", "token_embedding.weight")
     for i in range(c.n_layers):
         layer, ours = f"layers.{i}.", f"blocks.{i}."
-        for kind in ("weight", "bias"):
-            for theirs, mine in (("self_attn.q_proj", "attn.q_proj"), ("self_attn.k_proj", "attn.k_proj"),
-                                 ("self_attn.v_proj", "attn.v_proj"), ("self_attn.dense", "attn.o_proj"),
-                                 ("mlp.fc1", "mlp.up_proj"), ("mlp.fc2", "mlp.down_proj"),
-                                 ("input_layernorm", "attn_norm")):
-                w.move(f"{layer}{theirs}.{kind}", f"{ours}{mine}.{kind}")
-            if c.qk_norm is not None:
-                w.move(f"{layer}self_attn.q_layernorm.{kind}", f"{ours}attn.q_norm.{kind}")
-                w.move(f"{layer}self_attn.k_layernorm.{kind}", f"{ours}attn.k_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"final_layernorm.{kind}", f"final_norm.{kind}")
+        w.move_params(LAYER, layer, ours)
+        if c.qk_norm is not None:
+            w.move_params({"self_attn.q_layernorm": "attn.q_norm", "self_attn.k_layernorm": "attn.k_norm"}, layer, ours)
+    w.move_params({"final_layernorm": "final_norm"})
     w.unembedding(c.tie_word_embeddings)
     w.prefix = ""  # the head, and its bias, sit outside the base model's prefix
     w.move("lm_head.bias", "lm_head.bias")

@@ -9,7 +9,7 @@ equal to within float32 rounding).
 
 from __future__ import annotations
 
-from attnviz.loading.gpt_neox import split_per_head
+from attnviz.loading.converters.gpt_neox import NEOX_MLP_AND_NORMS, split_per_head
 from attnviz.loading.ledger import WeightLedger, detect_prefix
 from attnviz.transformer.config import ModelConfig
 
@@ -42,20 +42,14 @@ def convert_bloom(hf: dict, checkpoint: dict, model) -> dict:
     w = WeightLedger(checkpoint, prefix)
     c = model.config
     w.move("word_embeddings.weight", "token_embedding.weight")
-    for kind in ("weight", "bias"):
-        w.move(f"word_embeddings_layernorm.{kind}", f"embedding_norm.{kind}")
+    w.move_params({"word_embeddings_layernorm": "embedding_norm"})
     for i in range(c.n_layers):
         h, ours = f"h.{i}.", f"blocks.{i}."
         for kind in ("weight", "bias"):
             fused = w.take(f"{h}self_attention.query_key_value.{kind}")
             for name, part in zip(("q_proj", "k_proj", "v_proj"), split_per_head(fused, c.n_heads)):
                 w.put(f"{ours}attn.{name}.{kind}", part)
-            w.move(f"{h}self_attention.dense.{kind}", f"{ours}attn.o_proj.{kind}")
-            w.move(f"{h}mlp.dense_h_to_4h.{kind}", f"{ours}mlp.up_proj.{kind}")
-            w.move(f"{h}mlp.dense_4h_to_h.{kind}", f"{ours}mlp.down_proj.{kind}")
-            w.move(f"{h}input_layernorm.{kind}", f"{ours}attn_norm.{kind}")
-            w.move(f"{h}post_attention_layernorm.{kind}", f"{ours}mlp_norm.{kind}")
-    for kind in ("weight", "bias"):
-        w.move(f"ln_f.{kind}", f"final_norm.{kind}")
+        w.move_params({"self_attention.dense": "attn.o_proj", **NEOX_MLP_AND_NORMS}, h, ours)
+    w.move_params({"ln_f": "final_norm"})
     w.unembedding(c.tie_word_embeddings)
     return w.finish(model)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.loading.converters.marian import _attention, _block_rest, check_equal_widths, shared_settings
 from attnviz.loading.ledger import WeightLedger
-from attnviz.loading.marian import _attention, _block_rest, check_equal_widths, shared_settings
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
 BART_POSITION_OFFSET = 2
@@ -52,14 +52,12 @@ def convert_bart(hf: dict, checkpoint: dict, model) -> dict:
     w.put("final_logits_bias", torch.zeros(c.target_vocab_size) if bias is None else bias.reshape(-1))
     for side, n in (("encoder", c.encoder_layers), ("decoder", c.decoder_layers)):
         w.move(f"{prefix}{side}.embed_positions.weight", f"{side}_positions.weight")
-        for p in ("weight", "bias"):
-            w.move(f"{prefix}{side}.layernorm_embedding.{p}", f"{side}_embedding_norm.{p}")
+        w.move_params({f"{prefix}{side}.layernorm_embedding": f"{side}_embedding_norm"})
         for i in range(n):
             hf_layer, ours = f"{prefix}{side}.layers.{i}.", f"{side}_blocks.{i}."
             _attention(w, f"{hf_layer}self_attn.", f"{ours}self_attn.")
             if side == "decoder":
                 _attention(w, f"{hf_layer}encoder_attn.", f"{ours}cross_attn.")
-                for p in ("weight", "bias"):
-                    w.move(f"{hf_layer}encoder_attn_layer_norm.{p}", f"{ours}cross_attn_norm.{p}")
+                w.move_params({"encoder_attn_layer_norm": "cross_attn_norm"}, hf_layer, ours)
             _block_rest(w, hf_layer, ours)
     return w.finish(model)

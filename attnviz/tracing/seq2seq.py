@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnviz.loaded.model import ModelInfo
 from attnviz.trace import AttentionTrace, Seq2SeqTrace, align_tokens_to_words, split_words
+from attnviz.tracing.model import ModelInfo
 from attnviz.transformer.record import Recorder
 from attnviz.transformer.seq2seq import EncoderDecoder
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.loaded.reduced import reduced_trace
 from attnviz.trace import AttentionTrace, ReducedTrace, align_tokens_to_words, split_words
+from attnviz.tracing.reduced import reduced_trace
 from attnviz.transformer.deberta import TERMS
 from attnviz.transformer.model import ForwardOutput, Transformer
 from attnviz.transformer.record import Recorder
