@@ -19,8 +19,8 @@ from attnviz.analysis import pair_items
 from attnviz.analysis.pair_items import MinimalPair, parse_pairs, read_pairs
 from attnviz.analysis.pairs import align_texts, align_words, attention_difference, slot_attention, trace_difference
 from attnviz.interventions import effects, preference
-from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from tests.conftest import require_data
 from tests.helpers import tiny_tokenizers
 

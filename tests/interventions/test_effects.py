@@ -13,8 +13,8 @@ import torch
 import transformers as tf
 
 from attnviz.interventions import effects
-from attnviz.tracing.model import LoadedModel, ModelInfo
 from attnviz.loading import build_module
+from attnviz.tracing.model import LoadedModel, ModelInfo
 from tests.helpers.tiny_hf import tiny_mlm
 from tests.helpers.tiny_tokenizers import bpe_tokenizer, encoder_tokenizer
 
