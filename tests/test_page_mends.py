@@ -8,10 +8,12 @@ from __future__ import annotations
 import html
 import re
 
+import torch
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.views import completed_text
-from attnviz.workbench import OverBudget, shelf, traces
+from attnviz.interventions.decoding import greedy_decode
+from attnviz.workbench import OverBudget, completion, shelf, traces
 from tests.conftest import SMOLLM, require_offline
 from tests.jobs import finish_jobs
 from tests.test_app import APP, TIMEOUT, assert_clean
@@ -126,3 +128,28 @@ def test_the_reduced_download_of_an_evicted_trace_says_so(monkeypatch):
     assert_clean(at)
     assert not exports(at)
     assert any(w.value.startswith("The long text's views were computed but") for w in at.warning)
+
+
+def test_completed_text_waits_for_the_first_pieces_character():
+    assert completed_text([b"\xe4\xbb"]) is None
+    assert completed_text([b"\xe4\xbb", b"\x96"]) == "他"
+    assert completed_text([b"\xe4\xbb", b"\x96\xe7"]) == "他"  # e7 still waits for its character
+    assert completed_text([b"\xe4\xbb", b"\x96\xe7\x94\x9f"]) == "他生"
+    assert completed_text([b"\xe4\xbb", b"a"]) is None  # not UTF-8
+
+
+def test_a_completion_is_the_models_own_greedy_continuation(smollm):
+    """workbench.completion shares one KV cache of the prefix between the rows: each row's tokens are those
+    greedy decoding of the prefix and that row's piece gives on its own."""
+    trace = smollm.run(SENTENCE)
+    prefix = list(trace.input_ids)
+    pieces = [i for text, _, i in smollm.next_tokens(trace, len(prefix) - 1) if "\ufffd" in text]
+    done = completion.complete(smollm, prefix, pieces)
+    assert any(done.values())
+    for piece in pieces:
+        alone = greedy_decode(smollm.module, torch.tensor([prefix + [piece]]), completion.COMPLETION_STEPS)
+        tokens = alone[0, len(prefix) + 1:].tolist()
+        if done[piece] is not None:
+            text, after = done[piece]
+            assert after == tokens[: len(after)]
+            assert text == completed_text([smollm.token_bytes(i) for i in (piece, *after)])
