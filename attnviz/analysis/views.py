@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,21 +24,30 @@ def token_labels(trace: AttentionTrace) -> list[str]:
     """
     labels = list(trace.tokens)
     spans, words = trace.offsets, trace.word_of_token
-    start = 0
-    while start < len(labels):
-        end = start + 1
-        while end < len(labels) and spans[end] == spans[start] and spans[start][0] < spans[start][1]:
-            end += 1
-        if end - start > 1:
-            for k in range(start, end):
-                labels[k] = f"{trace.tokens[k]}[{k - start + 1}/{end - start}]"
-        start = end
+    for start, end in piece_runs(trace):
+        for k in range(start, end):
+            labels[k] = f"{trace.tokens[k]}[{k - start + 1}/{end - start}]"
     for i in range(1, len(labels)):
         (s, _), (_, previous_end) = spans[i], spans[i - 1]
         same_word = words[i] is not None and words[i] == words[i - 1]
         if same_word and s == previous_end and spans[i] != spans[i - 1] and s > 0:
             labels[i] = "##" + labels[i]
     return labels
+
+
+def piece_runs(trace: AttentionTrace) -> list[tuple[int, int]]:
+    """(first token, end) of each run of two or more consecutive tokens that share one non-empty character span:
+    the byte pieces of one character, as byte-level BPE splits a Chinese character (each piece's text, in
+    `trace.tokens`, is the whole character)."""
+    spans, runs, start = trace.offsets, [], 0
+    while start < len(spans):
+        end = start + 1
+        while end < len(spans) and spans[end] == spans[start] and spans[start][0] < spans[start][1]:
+            end += 1
+        if end - start > 1:
+            runs.append((start, end))
+        start = end
+    return runs
 
 
 def word_runs(trace: AttentionTrace) -> list[tuple[int | None, int, int]]:
@@ -64,6 +74,21 @@ def visible_token(text: str, token_bytes: bytes | None = None) -> str:
     lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()):]
     sign = lambda part: "".join(WHITESPACE_SIGNS.get(c, "␣") for c in part)  # noqa: E731
     return sign(lead) + core + sign(trail) if core else sign(text)
+
+
+def completed_text(pieces: list[bytes]) -> str | None:
+    """The characters that byte pieces (a predicted piece of a character, then the tokens after it) make up,
+    once the first piece's bytes all belong to whole characters: [e4 bb] + [96] -> "他", [e4 bb] + [96 e7 94 9f]
+    -> "他生", [e4 bb] + [96 e7] -> "他" (e7 still waits for its character). None while the first piece is not
+    complete yet, or when the bytes are not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    joined = b"".join(pieces)
+    try:
+        text = decoder.decode(joined)
+    except UnicodeDecodeError:
+        return None
+    pending = decoder.getstate()[0]  # the bytes of a character not finished yet
+    return text if text and len(joined) - len(pending) >= len(pieces[0]) else None
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def render() -> None:
         st.error(t("run_failed", error=md(error)))
         return
     input_notices(model, trace)
-    token_chips(trace)
+    token_chips(trace, model.token_bytes)
     level, hide_special, scale, palette, first_aside = view_options(trace)
     lens, normalise = lens_ui.lens_switch(model.info, trace, source, text, text_b)
     view_key = (source, text, text_b, level, hide_special, lens, normalise, first_aside)

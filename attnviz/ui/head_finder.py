@@ -106,9 +106,8 @@ def choose_items():
                                 format_func={s: t(k) for s, k in BUILTIN_SETS.items()}.get,
                                 placeholder=t("choose_option"))
             return builtin_items(spec), spec, ""
-        upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload",
-                                  help=t("upload_help", mb=UPLOAD_MB))
-        st.caption(t("upload_help", mb=UPLOAD_MB))
+        upload = st.file_uploader(t("upload"), type=UPLOAD_TYPES, key="finder_upload")
+        st.caption(t("upload_help", mb=UPLOAD_MB))  # once, in sight (not also as the uploader's help)
         kind = st.selectbox(t("upload_kind"), list(PARSERS), format_func={k: parser_label(k) for k in PARSERS}.get,
                             key="finder_kind", placeholder=t("choose_option"))
         if upload is None:

@@ -43,6 +43,14 @@ def lens_switch(info, trace, source: str, text: str, text_b: str | None) -> tupl
     return lens, normalise
 
 
+def lens_switch_unavailable(reason: str) -> None:
+    """The lens radio where the short page draws it, disabled at raw weights, and `reason` beside it: a page
+    that cannot offer the lenses (the long-text body) says so where a visitor looks for them, not below."""
+    st.radio(t("lens"), LENSES[:1], key="lens_unavailable", horizontal=True, disabled=True, help=reason,
+             format_func={v: t(f"lens_{v}") for v in LENSES}.get)
+    st.caption(reason)
+
+
 def flow_ready(trace, source: str, text: str, text_b: str | None) -> bool:
     """Whether the flow of this text is there to draw; offers to compute it (a heavy action: the
     process's heavy-work slot, a progress bar per layer, a Cancel that stops it by rerunning)."""

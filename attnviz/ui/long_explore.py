@@ -12,14 +12,15 @@ import functools
 
 import streamlit as st
 
+from attnviz.analysis.export import reduced_npz_bytes
 from attnviz.ui.common import session_id, t, workbench
 from attnviz.ui.detectors import head_detectors
-from attnviz.ui.downloads import export_or_refusal
+from attnviz.ui.downloads import prepared_download
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.lenses import lens_switch_unavailable
 from attnviz.ui.mosaic import reduced_mosaic
 from attnviz.ui.predictions import next_token_predictions
-from attnviz.ui.strings import translate
 from attnviz.ui.tokens import input_notices, token_chips
 from attnviz.ui.view_options import view_options
 from attnviz.workbench import shelf, traces
@@ -31,10 +32,10 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
     bench, info = workbench(), model.info
     key = (source, text, text_b)
     held = traces.held_reduced(bench, *key)
+    n = len(held.tokens) if held is not None else traces.long_tokens(model, text, text_b)
+    full_gb = 4 * info.n_layers * info.n_heads * n * n / 1e9
+    st.info(t("long_text", n=n, full=shelf.FULL_MAPS_TOKENS, gb=full_gb))  # why this page differs, on top
     if held is None:
-        n = traces.long_tokens(model, text, text_b)
-        full_gb = 4 * info.n_layers * info.n_heads * n * n / 1e9
-        st.info(t("long_text", n=n, full=shelf.FULL_MAPS_TOKENS, gb=full_gb))
         stop_other_long_runs(key)
         done = heavy_action(LONG_RUN, t("long_run"), key,
                             lambda job: traces.reduced(bench, *key, progress=job.progress) is not None,
@@ -47,15 +48,15 @@ def render(model, source: str, text: str, text_b: str | None) -> None:
             st.warning(t("long_evicted"))
             return
     input_notices(model, held, shelf.long_token_limit(model))
-    token_chips(held)
+    token_chips(held, model.token_bytes)
     level, hide_special, scale, palette, first_aside = view_options(held)
+    lens_switch_unavailable(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))  # what is left out, and why
     view_key = (source, text, text_b, level, hide_special, "raw", True, first_aside)
     reduced_mosaic(held, view_key, palette, scale)  # over the memory budget: guarded's message ends the page
     head_detail(info, view_key, scale, palette, long=True)
     next_token_predictions(model, key, long=True)
     head_detectors(model, source)
     reduced_download(key)
-    st.caption(t("long_full_only", full=shelf.FULL_MAPS_TOKENS))
 
 
 # A layer of a 4,096-token SmolLM2 pass takes about 2 s of CPU: a cancelled run has stopped well within this.
@@ -73,19 +74,28 @@ def stop_other_long_runs(key: tuple) -> None:
 
 
 def reduced_download(key: tuple) -> None:
-    """What this page draws from, as NPZ (analysis.export.reduced_npz), built on click."""
-    lang = st.session_state.get("lang", "en")
-    build = functools.partial(export_or_refusal, functools.partial(reduced_npz_of, workbench(), key, lang),
-                              session_id(), lang)
-    st.download_button(t("download_reduced_npz"), build, file_name="attnviz_reduced.npz",
-                       mime="application/octet-stream", on_click="ignore", key="reduced_npz",
-                       help=t("download_reduced_npz_help"))
-
-
-def reduced_npz_of(bench, key: tuple, lang: str):
-    """The held trace's NPZ, looked up at the click rather than captured in the button: a captured trace would
-    stay in memory, uncounted, after the store had let it go."""
+    """What this page draws from, as NPZ (analysis.export.reduced_npz), built when asked (ui.downloads); in its
+    place, why not, when the trace is gone or the file would not fit the memory budget now."""
+    bench = workbench()
     held = traces.held_reduced(bench, *key)
     if held is None:
-        return translate(lang, "long_evicted")
+        st.warning(t("long_evicted"))
+        return
+    need = reduced_npz_bytes(held)
+    del held  # not kept by the page: reduced_npz_of looks it up again
+    if need > traces.export_room(bench):
+        st.caption(t("export_too_large", kind="NPZ", need=need / 1e9, budget=bench.budget / 1e9))
+        return
+    prepared_download(t("download_reduced_npz"), "reduced_npz", functools.partial(reduced_npz_of, workbench(), key),
+                      "attnviz_reduced.npz", "application/octet-stream", help=t("download_reduced_npz_help"),
+                      gone=t("long_evicted"))
+
+
+def reduced_npz_of(bench, key: tuple) -> bytes | None:
+    """The held trace's NPZ, None when the store has let the trace go. The trace is looked up when the file is
+    built rather than captured by the button: a captured trace would stay in memory, uncounted, after the store
+    had let it go."""
+    held = traces.held_reduced(bench, *key)
+    if held is None:
+        return None
     return traces.reduced_export(bench, held)

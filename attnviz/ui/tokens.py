@@ -8,7 +8,7 @@ import html
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis.views import token_labels, word_runs
+from attnviz.analysis.views import piece_runs, token_labels, word_runs
 from attnviz.ui.common import t
 from attnviz.ui.escape import md
 from attnviz.workbench import shelf
@@ -33,10 +33,11 @@ def input_notices(model, trace, limit: int | None = None) -> None:
 CHIP_WINDOW = 256
 
 
-def token_chips(trace) -> None:
+def token_chips(trace, token_bytes=None) -> None:
     """Tokens as chips with their ids, the chips of one word underlined together (its word in the tooltip);
-    every piece of text is escaped, so markup in the input stays text. A long text's chips are shown
-    CHIP_WINDOW at a time, from a token the visitor picks."""
+    the byte pieces of one character as one chip of that character, its pieces (their bytes, with
+    `token_bytes(id)`, e.g. LoadedModel.token_bytes) a click away. Every piece of text is escaped, so markup in
+    the input stays text. A long text's chips are shown CHIP_WINDOW at a time, from a token the visitor picks."""
     n = len(trace.tokens)
     with st.expander(f"{t('tokens')} ({n})", expanded=n <= 40):
         start, stop = 0, n
@@ -49,22 +50,31 @@ def token_chips(trace) -> None:
             st.caption(t("tokens_window", first=start, last=stop - 1, n=n))
         # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
         # formulas, code or emphasis and swallow the chips' own markup.
-        st.html(f'<div style="line-height:1.9">{"".join(_chips(trace, start, stop))}</div>')
+        st.html(f'<div style="line-height:1.9">{"".join(_chips(trace, start, stop, token_bytes))}</div>')
 
 
-def _chips(trace, start: int, stop: int) -> list[str]:
-    """The HTML of tokens start..stop, a run of one word's tokens wrapped in one underlined span."""
-    chips = []
-    for token, token_id, special in zip(token_labels(trace)[start:stop], trace.input_ids[start:stop],
+CHIP_STYLE = "border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;font-family:monospace"
+
+
+def _chip(shown: str, sub: str, style: str = "background:#e8f0fe") -> str:
+    """One chip's HTML, of text already escaped."""
+    return f'<span style="{style};{CHIP_STYLE}">{shown}<sub style="color:#888"> {sub}</sub></span>'
+
+
+def _chips(trace, start: int, stop: int, token_bytes=None) -> list[str]:
+    """The HTML of tokens start..stop, one string a token: a run of one character's byte pieces is one chip at
+    its first token (the others ""), a run of one word's tokens wrapped in one underlined span."""
+    labels, chips = token_labels(trace), []
+    for token, token_id, special in zip(labels[start:stop], trace.input_ids[start:stop],
                                         trace.special_mask[start:stop]):
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
         # escape_label's own entities (for plotly) would be escaped twice and show as "&lt;".
         shown = html.escape(token if special or token.strip() else plots.escape_label(token))
-        style = "background:#eee;color:#555" if special else "background:#e8f0fe"
-        chips.append(
-            f'<span style="{style};border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;'
-            f'font-family:monospace">{shown}<sub style="color:#888"> {token_id}</sub></span>'
-        )
+        chips.append(_chip(shown, str(token_id), "background:#eee;color:#555" if special else "background:#e8f0fe"))
+    for a, b in piece_runs(trace):
+        a, b = max(a, start), min(b, stop)
+        if b - a > 1:
+            chips[a - start:b - start] = [_character_chip(trace, labels, a, b, token_bytes)] + [""] * (b - a - 1)
     runs = [(word, max(a, start) - start, min(b, stop) - start) for word, a, b in word_runs(trace)
             if a < stop and b > start]
     for word, a, b in reversed(runs):  # word boundaries (docs/architecture.md word rule)
@@ -72,5 +82,22 @@ def _chips(trace, start: int, stop: int) -> list[str]:
             name = html.escape(trace.words[word])
             chips[a:b] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
                           f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
-                          f'{"".join(chips[a:b])}</span>']
+                          f'{"".join(chips[a:b])}</span>'] + [""] * (b - a - 1)
     return chips
+
+
+def _character_chip(trace, labels: list[str], a: int, b: int, token_bytes=None) -> str:
+    """Tokens a..b, byte pieces of one character: a chip of the character (with "##" when it continues a word,
+    as its first piece's label has it), and, in a <details> it opens on a click, a chip for each piece: its
+    bytes when `token_bytes` gives them (else its "[k/n]" label) and its id."""
+    shown = html.escape(labels[a].rsplit("[", 1)[0])  # "##明[1/2]" -> "##明"
+    pieces = []
+    for k in range(a, b):
+        piece = token_bytes(trace.input_ids[k]) if token_bytes is not None else None
+        text = "⟨" + " ".join(f"{byte:02x}" for byte in piece) + "⟩" if piece else labels[k]
+        pieces.append(_chip(html.escape(text), str(trace.input_ids[k]), "background:#f1f3f4"))
+    return (f'<details class="attnviz-pieces" style="display:inline-block;vertical-align:top">'
+            f'<summary style="list-style:none;cursor:pointer;display:inline-block" '
+            f'title="{html.escape(t("chip_pieces", n=b - a))}">'
+            f'{_chip(shown, "×" + str(b - a), "background:#e8f0fe;outline:1px dashed #8ab4f8")}</summary>'
+            f'{"".join(pieces)}</details>')
