@@ -15,8 +15,8 @@ from attnviz.analysis.views import completed_text
 from attnviz.interventions.decoding import greedy_decode
 from attnviz.workbench import OverBudget, completion, shelf, traces
 from tests.conftest import SMOLLM, require_offline
-from tests.jobs import finish_jobs
-from tests.test_app import APP, TIMEOUT, assert_clean
+from tests.helpers.jobs import finish_jobs
+from tests.helpers.pages import APP, TIMEOUT, assert_clean
 
 SENTENCE = "小明告诉老师他生病了。"
 LONG = ("The keys to the old cabinet are on the table. The animal didn't cross the street because it was "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MINILM, require_offline
-from tests.test_app import APP, TIMEOUT, assert_clean
+from tests.helpers.pages import APP, TIMEOUT, assert_clean
 
 
 def test_the_upload_help_text_appears_once():
