@@ -39,7 +39,7 @@ BUDGET_VARIABLE = "ATTNVIZ_MEMORY_BUDGET_GB"
 #   does not see. Half of a 23 GB laptop is 11.5 GB: room for several small models, or one of 1-2B in
 #   float32, and the other half stays theirs.
 CONTAINER_HEADROOM_BYTES, CONTAINER_HEADROOM_SHARE = 200_000_000, 0.05
-MACHINE_SHARE = 0.5
+MACHINE_SHARE = 0.5  # the sidebar says "half" (ui locales: budget_machine)
 CGROUP_ROOT, SELF_CGROUP = Path("/sys/fs/cgroup"), Path("/proc/self/cgroup")
 
 
