@@ -24,7 +24,8 @@ What it measures, all against one `streamlit run DIR/app.py` (this python, headl
    own) until the light visitor has done K more short reruns beside them. Reports the light p50/p95 alone and
    beside the flood and their ratio (target: <= 2x), flood reruns completed, server CPU seconds, peak RSS
    (VmHWM) and RSS at the end, and every fallback seen on any page (sidebar alert boxes: error / info /
-   warning, "Could not load", "Showing ... instead", "random model", a change of the model facts caption),
+   warning, "Could not load", "Showing ... instead", "cannot be shown", "random model", a change of the model facts
+   caption),
    apart from budget refusals (a line naming the memory budget: a trace, view or export refused), error
    messages and exception boxes, each with the page's text; each page is scanned after every rerun.
    A light rerun not idle within --flood-stall-s (30 s) is a stall, its wall counted as that; a stall whose
@@ -152,7 +153,7 @@ async def long_inputs(browser, server, args, out: dict, log) -> None:
 # Words on a page that mean a visitor did not get the model it asked for (the sidebar's alert boxes count too,
 # and a change of the model facts caption) ...
 FALLBACK_RE = re.compile(r"random model|randomly initiali[sz]ed|could not load|fell back|falling back|"
-                         r"showing .{1,120} instead|does not fit this server's memory budget", re.I)
+                         r"showing .{1,120} instead|cannot be shown|does not fit this server's memory budget", re.I)
 # ... or a result it asked for: the budget refused it (a trace, a view, an export) or the server failed.
 BUDGET_RE = re.compile(r"needs about|memory budget", re.I)
 ERROR_RE = re.compile(r"something went wrong|could not run", re.I)

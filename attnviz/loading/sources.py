@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +100,52 @@ def app_source(text: str, allowed_dirs: list[Path]) -> AppSource:
     if not inside or not (real.is_dir() or (real.is_file() and real.suffix == ".gguf")):
         raise SourceRefused()
     return AppSource(text, str(real), from_hub=False)
+
+
+# Whether this server has a route to the model hub, decided once in at most HUB_CHECK_S and kept for
+# HUB_ROUTE_KEEP_S: offline, a hub load waited 26 s in the hub client's retries before it failed, so the app
+# asks first and says so at once. HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set means no route, unasked.
+HUB_CHECK_S = 1.5
+HUB_ROUTE_KEEP_S = 600.0
+_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+_route: list = []  # [(reachable, when decided)], under _route_lock
+_route_lock = threading.Lock()
+
+
+def _probe_hub(timeout: float) -> bool:
+    """A HEAD request to the hub's endpoint; any HTTP answer, even an error status, is a route."""
+    import urllib.error
+    import urllib.request
+
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def hub_reachable(environ=os.environ, probe=_probe_hub, timeout: float = HUB_CHECK_S) -> bool:
+    """Whether the hub can be reached from here. The probe runs in a thread of its own and counts as failed
+    past `timeout`: a name lookup with no DNS server can hang far longer than a socket's timeout."""
+    if any(environ.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in _OFFLINE_VARIABLES):
+        return False
+    with _route_lock:
+        if _route and time.monotonic() - _route[0][1] < HUB_ROUTE_KEEP_S:
+            return _route[0][0]
+        answer: list[bool] = []
+        thread = threading.Thread(target=lambda: answer.append(probe(timeout)), name="attnviz-hub-route",
+                                  daemon=True)
+        thread.start()
+        thread.join(timeout)
+        reachable = bool(answer and answer[0])
+        _route[:] = [(reachable, time.monotonic())]
+        return reachable
+
+
+def forget_hub_route() -> None:
+    """Ask again next time (the app's Retry)."""
+    with _route_lock:
+        _route.clear()

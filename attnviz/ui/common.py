@@ -18,6 +18,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
 from attnviz.workbench import Busy, OverBudget, Workbench, shelf
 from attnviz.workbench.memory import VISITOR
+from attnviz.workbench.shared import IN_USE_S
 from attnviz.workbench.shelf import RANDOM_MODEL_NAME, ModelTooLarge, SourceRefused
 
 log = logging.getLogger(__name__)
@@ -148,9 +149,12 @@ def refused(model: str | None = None):
 
 def over_budget_message(error, model: str | None = None) -> str:
     """Markdown, the model's name escaped: the model does not fit, or (no `model`) this input does not now."""
-    if model is not None:
-        return t("over_budget", name=md(model), need=error.need / 1e9, budget=error.budget / 1e9,
-                 used=error.used / 1e9)
+    if model is not None:  # what it would take: others' models let go, or a larger budget
+        sizes = dict(name=md(model), need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
+        if error.waiting_helps:
+            return t("over_budget_wait", **sizes, minutes=round(IN_USE_S / 60),
+                     models=", ".join(md(other) for other in sorted(error.others)))
+        return t("over_budget", **sizes)
     return t("trace_over_budget", need=error.need / 1e9, budget=error.budget / 1e9, used=error.used / 1e9)
 
 
@@ -251,12 +255,23 @@ def pick_model_source() -> str:
         st.session_state["model_preset"] = default
         if from_url and from_url not in shelf.PRESETS:
             st.session_state["model_custom"] = from_url
-    shown = {name: t("random_model") if name == RANDOM_MODEL_NAME else name for name in shelf.PRESETS}
-    st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get,
-                         placeholder=t("choose_option"))
+    # Each preset by its name without the owner, and where it comes from: the sidebar's box cut the full ids
+    # ("sentence-transformers/all-MiniLI"); the full id is the caption under it.
+    origins = {name: shelf.preset_origin(name) for name in shelf.PRESETS}
+    shown = {name: t("preset_builtin") if origin == "builtin" else t(f"preset_{origin}", name=name.rsplit("/", 1)[-1])
+             for name, origin in origins.items()}
+    preset = st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get,
+                                  placeholder=t("choose_option"))
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
-    return (st.session_state.get("model_custom") or "").strip() or st.session_state["model_preset"]
+    custom = (st.session_state.get("model_custom") or "").strip()
+    if not custom and preset is not None and origins[preset] != "builtin":
+        if origins[preset] == "offline":
+            st.sidebar.caption(t("preset_from_package", name=md(preset)))
+        else:  # before anyone waits: with no route, get_model refuses it at once and says why
+            st.sidebar.caption(t("preset_from_hub" if shelf.hub_reachable() else "preset_hub_unreachable",
+                                 name=md(preset)))
+    return custom or st.session_state["model_preset"]
 
 
 def session_id() -> str:
@@ -292,15 +307,16 @@ def load_failure(name: str, error: Exception) -> str:
 def get_model(source: str):
     """(model, source actually shown) or (None, source) after showing why it failed.
 
-    Falls back to a random model only when no pretrained model can be had at all, and says so."""
+    A model that cannot be shown is said so in the sidebar and the main area, with what is shown instead: the
+    offline default, else a random model, only when no pretrained model can be had at all."""
     if source == RANDOM_MODEL_NAME:  # chosen on purpose: untrained attention, for comparison
         return shelf.random_encoder(workbench()), source
     # A failed source is not retried on every rerun (offline, each hub attempt costs ~12 s of timeouts)
     # until the user asks to.
     failures = st.session_state.setdefault("load_failures", {})
-    if source in failures and st.sidebar.button(t("retry"), key="retry_load"):
-        del failures[source]
     message = failures.get(source)
+    if message is None and _hub_unreachable(source):  # said at once, not after the hub client's retries
+        message = failures[source] = t("hub_unreachable", name=md(source))
     if message is None:
         try:
             model = _load_with_progress(source)
@@ -316,9 +332,37 @@ def get_model(source: str):
             if not isinstance(error, ImportError):
                 failures[source] = message
     st.sidebar.error(message)
+    st.sidebar.button(t("retry"), key="retry_load", on_click=_retry, args=(source,))
+    model, shown = _fallback(source)
+    # A refused source is never echoed: the answer must not tell a visitor whether a path exists.
+    name = t("refused_source") if _refused(source) else md(source)
+    if model is None:
+        st.error(t("not_shown", name=name) + "\n\n" + message)
+    else:
+        shown_name = t("random_model") if shown == RANDOM_MODEL_NAME else shown
+        st.sidebar.caption(t("model_shown", name=md(shown_name)))
+        st.warning(t("fallback_main", name=name, shown=md(shown_name)) + "\n\n" + message)
+    return model, shown
+
+
+def _retry(source: str) -> None:
+    """Retry's callback, before the rerun it starts: forget the failure, and ask the hub route again."""
+    st.session_state.setdefault("load_failures", {}).pop(source, None)
+    shelf.forget_hub_route()  # the network may be back
+
+
+def _refused(source: str) -> bool:
+    try:
+        shelf.check_source(source)
+    except SourceRefused:
+        return True
+    return False
+
+
+def _fallback(source: str):
+    """(model, name) shown in place of `source`: the offline default, else the random model; (None, source)."""
     default = shelf.default_model()
     if default != source and shelf.offline_path(default) is not None:
-        st.sidebar.info(t("fallback_note", name=default))
         try:
             return _load_with_progress(default), default
         except Exception as error:  # a broken offline package, or no memory left: say so, then fall through
@@ -329,13 +373,41 @@ def get_model(source: str):
     return None, source
 
 
+def _hub_unreachable(source: str) -> bool:
+    """A hub source not loaded yet, with no route to the hub (decided once, quickly: loading.sources)."""
+    if shelf.cached_model(workbench(), source, use=False) is not None:
+        return False
+    return not _refused(source) and shelf.check_source(source).from_hub and not shelf.hub_reachable()
+
+
 def _load_with_progress(name: str):
     """Load (or reuse) a model, showing the loading stages in the sidebar only when it really loads."""
     cached = shelf.cached_model(workbench(), name)
     if cached is not None:
         return cached
     source = shelf.check_source(name)
-    with st.sidebar.status(t("loading_model", name=md(name)), expanded=True) as status:
+    _drop_last_runs_fragments()
+    box = st.sidebar.empty()  # emptied when the load fails: no "Loading ..." left beside what is shown
+    try:
+        return _load_in(box, name, source)
+    except BaseException:
+        box.empty()
+        raise
+
+
+def _drop_last_runs_fragments() -> None:
+    """Before a real load: Streamlit keeps the previous run's fragments, with the model they were drawn with
+    as an argument, until this run ends, so the model this visitor just left could not be let go to make
+    room (a 2.5 GB budget refused Gemma 3 after SmolLM2 with 0.97 GB "in use"). The sidebar runs before any
+    fragment of this run registers, and this run registers its own again."""
+    ctx = get_script_run_ctx()
+    if ctx is not None and not ctx.fragment_ids_this_run:  # a full run: sidebar() is never in a fragment
+        with contextlib.suppress(AttributeError):  # Streamlit's own storage: absent in another version
+            ctx.fragment_storage.clear()
+
+
+def _load_in(box, name: str, source):
+    with box.status(t("loading_model", name=md(name)), expanded=True) as status:
         counted = {}
 
         def show(stage: str) -> None:
@@ -372,14 +444,23 @@ SHARED_WIDGETS = ("lang", "model_preset", "model_custom")
 
 
 def sidebar():
-    """Language, model picker and model facts. Returns (model or None, source shown)."""
+    """Language, model picker, model facts and the memory budget. Returns (model or None, source shown). The
+    link keeps the model asked for, on every page, even while another is shown in its place."""
     for key in SHARED_WIDGETS:
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
     restore_from_url()
     language_switch()
     source = pick_model_source()
+    write_url(model=source)
     model, shown = get_model(source)
     if model is not None:
         model_facts(model)
+    budget_note()
     return model, shown
+
+
+def budget_note() -> None:
+    """Which memory budget is in force, and why (workbench.memory.budget_in_force)."""
+    rule = workbench().budget_rule
+    st.sidebar.caption(t(f"budget_{rule.basis}", budget=rule.bytes / 1e9, of=rule.of / 1e9))

@@ -52,10 +52,10 @@ def render() -> None:
     text, text_b = sentence_inputs(model)
     if not text.strip():
         st.info(t("empty_text"))
-        write_url(model=source, text=None, text_b=None, layer=None, head=None)
+        write_url(text=None, text_b=None, layer=None, head=None)
         return
     text_b = text_b or None
-    write_url(model=source, text=text if len(text) <= MAX_TEXT else None, text_b=text_b)
+    write_url(text=text if len(text) <= MAX_TEXT else None, text_b=text_b)
     if len(text) > MAX_TEXT or len(text_b or "") > MAX_TEXT:
         st.caption(t("link_without_text", limit=MAX_TEXT))
     if traces.is_long(model, text, text_b):  # past the full maps' length: a reduced trace

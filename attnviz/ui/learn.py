@@ -74,7 +74,7 @@ def render() -> None:
     learn_positions.render(model, source)
     with st.expander(t("learn_code")):
         st.code(lessons.attention_source(), language="python")
-    write_url(model=source, d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,
+    write_url(d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,
               groups=groups)
 
 

@@ -184,7 +184,7 @@ def _alibi(bench, t, head, model, name) -> PositionPanel:
 def _real(bench, scheme):
     """The first of REAL_MODELS[scheme] some page has loaded, and its name; else (None, None)."""
     for candidate in REAL_MODELS.get(scheme, ()):
-        loaded = shelf.cached_model(bench, candidate)
+        loaded = shelf.cached_model(bench, candidate, use=False)  # a look: the visitor's model stays theirs
         if loaded is not None and (scheme != "relative" or getattr(loaded.config, "positions", None) == "relative"):
             return loaded, candidate
     return None, None

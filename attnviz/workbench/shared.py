@@ -12,12 +12,17 @@ from collections.abc import Callable, Hashable
 
 from attnviz.loading.hf import import_transformers
 from attnviz.workbench.jobs import Jobs
-from attnviz.workbench.memory import VISITOR, ByteStore, memory_budget, process_rss, release_memory
+from attnviz.workbench.memory import VISITOR, Budget, ByteStore, budget_in_force, process_rss, release_memory
 from attnviz.workbench.slots import HeavySlots
 
 # Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
 TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
-# A model some page has asked for within this many seconds is in use: never evicted to make room.
+# A model is in use while it is the model a visitor's page shows: the last one that visitor asked for
+# (`Workbench.model_asked`), asked within this many seconds or with a heavy action of theirs running. A model
+# in use is never evicted to make room; any other is, least recently used first. So a visitor switching
+# models lets their previous one go at once (one visitor switching MiniLM -> SmolLM2 -> Gemma 3 -> SmolLM2
+# was refused under 2.5 GB while the last 300 s counted every model they had looked at), and a tab left
+# alone this long gives its model up to the next visitor who needs the room.
 IN_USE_S = 300.0
 # Work on more than this many bytes goes one at a time (`run_slot`): the forward pass, the view and the mosaic
 # of a long text. Five tabs of 512-token texts at once on a shared CPU only slowed each other, left no room in
@@ -28,16 +33,22 @@ RESERVE_WAIT_S = 30.0
 
 
 class OverBudget(Exception):
-    """What was asked for does not fit the memory budget, even with every cache emptied."""
+    """What was asked for does not fit the memory budget, even with every cache emptied and every model no
+    visitor is using let go. `others` names the models other visitors are using (name -> bytes), and
+    `waiting_helps` says whether the request would fit once they are let go: else only a larger budget (or
+    a smaller request) would."""
 
-    def __init__(self, need: int, budget: int, used: int) -> None:
+    def __init__(self, need: int, budget: int, used: int, others: dict[str, int] | None = None) -> None:
         self.need, self.budget, self.used = need, budget, used
+        self.others = dict(others or {})
+        self.waiting_helps = bool(self.others) and used - sum(self.others.values()) + need <= budget
         super().__init__(f"needs {need / 1e9:.2f} GB; budget {budget / 1e9:.1f} GB, {used / 1e9:.2f} GB in use")
 
 
 class Workbench:
     def __init__(self, budget: int | None = None, rss: Callable[[], int] = process_rss) -> None:
-        self.budget = memory_budget() if budget is None else budget
+        self.budget_rule: Budget = budget_in_force() if budget is None else Budget(budget, "given")
+        self.budget = self.budget_rule.bytes
         self.rss = rss  # the process's resident bytes; a test passes its own
         self.models = ByteStore(self.budget)
         self.traces = ByteStore(int(TRACE_SHARE * self.budget))
@@ -55,15 +66,16 @@ class Workbench:
         import_transformers()
         # What a visitor typed -> the model store's key (shelf.load_model); bounded, since names are typed.
         self.model_keys = ByteStore(1_000_000)
-        self.model_used: dict[Hashable, float] = {}  # model store key -> when a page last asked for it
+        # visitor -> (model store key, its name as typed, when its page last asked for it): IN_USE_S
+        self._current: dict[str | None, tuple[Hashable, str, float]] = {}
 
     @contextlib.contextmanager
     def reserve(self, need: int, keep_model: Hashable | None = None):
         """Hold `need` bytes of the budget while the block computes; make room by evicting views and traces
-        (this visitor's own older ones first, other visitors' current ones last), then models no page uses
-        (never `keep_model`). When that is not enough but other threads hold reservations, wait for them to
-        end (at most RESERVE_WAIT_S): a light visitor's 30 MB was refused while a 512-token run of another
-        visitor held 0.67 GB for a few seconds. OverBudget when even that is not enough."""
+        (this visitor's own older ones first, other visitors' current ones last), then models no visitor is
+        using (`in_use`; never `keep_model`). When that is not enough but other threads hold reservations,
+        wait for them to end (at most RESERVE_WAIT_S): a light visitor's 30 MB was refused while a 512-token
+        run of another visitor held 0.67 GB for a few seconds. OverBudget when even that is not enough."""
         keep_model = self.model_keys.get(keep_model) or keep_model
         visitor, me = VISITOR.get(), threading.get_ident()
         deadline = time.monotonic() + RESERVE_WAIT_S
@@ -77,7 +89,7 @@ class Workbench:
                 others = self.reserved - self._held.get(me, 0)  # never wait for this thread's own
                 left = deadline - time.monotonic()
                 if others <= 0 or left <= 0:
-                    raise OverBudget(need, self.budget, self.rss() + self.reserved)
+                    raise OverBudget(need, self.budget, self.rss() + self.reserved, self._held_by_others(visitor))
                 self._released.wait(timeout=left)
             self.reserved += need
             self._held[me] = self._held.get(me, 0) + need
@@ -114,17 +126,39 @@ class Workbench:
                     freed += store.evict_for(visitor, tier, want - freed)
         return freed
 
-    def model_asked(self, key: Hashable) -> None:
-        """A page uses the model under `key` now (shelf.load_model / cached_model)."""
-        self.model_used[key] = time.monotonic()
-        if len(self.model_used) > 2 * len(self.models) + 8:  # models gone from the store need no date
-            self.model_used = {k: t for k, t in self.model_used.items() if k in self.models}
+    def model_asked(self, key: Hashable, name: str | None = None) -> None:
+        """The visitor of this thread (memory.VISITOR) uses the model under `key` now, and no longer the one
+        it used before (shelf.load_model, before it loads, and shelf.cached_model)."""
+        now = time.monotonic()
+        with self._guard:
+            self._current[VISITOR.get()] = (key, name if name is not None else str(key), now)
+            if len(self._current) > 64:  # visitors gone for good need no entry
+                busy = self._busy_visitors()
+                self._current = {v: e for v, e in self._current.items() if now - e[2] <= IN_USE_S or v in busy}
+
+    def _busy_visitors(self) -> set[str]:
+        return {job.session_id for job in self.jobs.running()}
+
+    def in_use(self) -> dict[Hashable, set]:
+        """Models in use (IN_USE_S) -> the visitors using them."""
+        now, busy, users = time.monotonic(), self._busy_visitors(), {}
+        with self._guard:
+            for visitor, (key, _, asked) in self._current.items():
+                if now - asked <= IN_USE_S or visitor in busy:
+                    users.setdefault(key, set()).add(visitor)
+        return users
+
+    def _held_by_others(self, visitor: str | None) -> dict[str, int]:
+        """The models other visitors than `visitor` are using, by name, with the bytes the store counts."""
+        with self._guard:
+            names = {key: name for key, name, _ in self._current.values()}
+        return {names[key]: self.models.nbytes(key) for key, users in self.in_use().items()
+                if users - {visitor} and key in self.models}
 
     def _evict_model(self, keep: Hashable | None) -> bool:
-        """Drop the oldest model that is not `keep` and that no page asked for within IN_USE_S."""
-        now = time.monotonic()
-        held = [key for key in self.models.keys()
-                if key != keep and now - self.model_used.get(key, float("-inf")) > IN_USE_S]
+        """Drop the least recently used model that is not `keep` and that no visitor is using."""
+        in_use = self.in_use()
+        held = [key for key in self.models.keys() if key != keep and key not in in_use]
         if not held:
             return False
         self.models.discard(held[0])

@@ -17,8 +17,16 @@ from attnviz.loading.random_marian import RANDOM_MARIAN_NAME, random_marian
 from attnviz.loading.random_model import RANDOM_MODEL_NAME, random_model
 from attnviz.loading.size import checkpoint_bytes
 
-# The pages read SourceRefused, ModelTooLarge and RANDOM_MODEL_NAME from here: they import no loading code.
-from attnviz.loading.sources import AppSource, SourceRefused, allowed_model_dirs, app_source  # noqa: F401
+# The pages read SourceRefused, ModelTooLarge, RANDOM_MODEL_NAME and the hub route from here: they import no
+# loading code.
+from attnviz.loading.sources import (  # noqa: F401
+    AppSource,
+    SourceRefused,
+    allowed_model_dirs,
+    app_source,
+    forget_hub_route,
+    hub_reachable,
+)
 from attnviz.tracing import LoadedSeq2Seq
 from attnviz.workbench.memory import release_memory
 from attnviz.workbench.shared import OverBudget, Workbench
@@ -83,6 +91,13 @@ def default_model() -> str:
     return PRESETS[0]
 
 
+def preset_origin(name: str) -> str:
+    """Where a preset comes from: "builtin" (the untrained model), "offline" (an installed package), "hub"."""
+    if name == RANDOM_MODEL_NAME:
+        return "builtin"
+    return "offline" if offline_path(name) is not None else "hub"
+
+
 def allow_random_fallback() -> bool:
     """Never in CI: there a missing pretrained model must fail loudly, not turn into random weights."""
     return os.environ.get("CI", "").lower() not in ("1", "true")
@@ -102,12 +117,13 @@ def hub_load_bytes(hub_id: str, dtype: torch.dtype = torch.float32) -> int:
     return load_bytes(hf.read_config(hub_id), dtype=dtype)
 
 
-def cached_model(bench: Workbench, name: str):
-    """The loaded model `name` names, or None (not loaded, or a source the app refuses)."""
+def cached_model(bench: Workbench, name: str, use: bool = True):
+    """The loaded model `name` names, or None (not loaded, or a source the app refuses). `use`: this visitor's
+    page uses it now (Workbench.model_asked); False only looks (the Learn page's "is one loaded?")."""
     key = bench.model_keys.get(name)
     model = None if key is None else bench.models.get(key)
-    if model is not None:
-        bench.model_asked(key)
+    if model is not None and use:
+        bench.model_asked(key, name)
     return model
 
 
@@ -144,18 +160,19 @@ def source_load_bytes(source: AppSource, dtype: torch.dtype = torch.float32) -> 
 
 def load_model(bench: Workbench, source: AppSource, progress=None):
     """The model for `source`, loaded once for every visitor and every spelling of its path (the store is
-    keyed by `source.key`); `progress(stage)` hears a real load."""
+    keyed by `source.key`); `progress(stage)` hears a real load. The visitor uses it from now on, before it
+    loads: the model they used before is no longer theirs, and may go to make room for this one."""
+    bench.model_asked(source.key, source.name)
     model = bench.models.get(source.key)
     if model is not None:
         bench.model_keys.put(source.name, source.key, len(source.key))
-        bench.model_asked(source.key)
         return model
     try:
         model = _load_once(bench, source, progress)
     finally:
         bench.drop_load_lock(source.key)
     bench.model_keys.put(source.name, source.key, len(source.key))
-    bench.model_asked(source.key)
+    bench.model_asked(source.key, source.name)  # a long load: its time of use starts when it is there
     return model
 
 
