@@ -28,7 +28,7 @@ from attnviz.transformer import attention  # noqa: E402
 from attnviz.transformer.record import Recorder  # noqa: E402
 
 MODELS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct", "gemma3": "google/gemma-3-270m"}
-ORIGINAL_KERNEL = attention.scaled_dot_product_attention
+ORIGINAL_KERNEL = attention.ATTENTION_FUNCTIONS["full"]  # swapped in the registry the model picks from
 
 
 def repeat_kv_kernel(q, k, v, *args, **kwargs):
@@ -52,11 +52,11 @@ def compare(label: str, run, repeats: int) -> None:
     for round_ in range(repeats + 1):  # round 0 warms up and is not counted
         names = list(KERNELS) if round_ % 2 else list(reversed(KERNELS))
         for name in names:
-            attention.scaled_dot_product_attention = KERNELS[name]
+            attention.ATTENTION_FUNCTIONS["full"] = KERNELS[name]
             try:
                 wall, cpu, out = timed(run)
             finally:
-                attention.scaled_dot_product_attention = ORIGINAL_KERNEL
+                attention.ATTENTION_FUNCTIONS["full"] = ORIGINAL_KERNEL
             outputs[name] = out
             if round_:
                 times[name].append((wall, cpu))

@@ -15,6 +15,7 @@ from torch import nn
 
 from attnviz.transformer.layers import make_norm
 from attnviz.transformer.masks import additive
+from attnviz.transformer.record import NOTHING
 from attnviz.transformer.rope import apply_rotary
 
 
@@ -26,38 +27,22 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)  # B, H, S, D
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bias=None, softcap=None, sinks=None):
-    """The kernel: returns (context [B, H, T, D], probabilities [B, H, T, S]).
+def attention_scores(q, k, scale=None, bias=None, softcap=None, mask=None):
+    """scale * q.k (+ bias), soft-capped (cap * tanh(s / cap)), + the mask's -inf: [B, H, T, S].
 
-        scores = scale * q.k (+ bias);  scores = cap * tanh(scores / cap) if softcap;  + mask;  softmax
-
-    q [B, H, T, D]; k, v [B, K, S, D] with K dividing H: query head h reads KV head h // (H / K). For
-    GQA (1 < K < H) the n_rep = H / K query heads of a group are stacked into one [n_rep * T, D] matrix
-    per KV head and multiplied with that head's keys, and the probabilities with its values, in one
-    batched matmul each: no [B, H, S, D] copy of the keys and values (`repeat_kv`, HF eager's way), whose
-    memory traffic made GQA's decoding steps as slow as MHA's; MQA's one KV head is broadcast by matmul.
-    The result differs from HF eager only by rounding.
-    `mask` is a keep-mask broadcastable to [B, H, T, S] (True = may attend). `bias` is an additive score
-    term broadcastable to [B, H, T, S] (ALiBi's slopes, T5's position buckets). `sinks` [H] are learned
-    logits that join each row's softmax denominator and are dropped after it (gpt-oss), so a row of
-    probabilities then sums to less than 1. The softmax runs in float32 and is cast back, as HF's eager
-    attention does. `record` (a `LayerRecord`, optional) keeps the scores if asked and gives the buffer
-    the probabilities are written into. A record whose `chunk_rows()` is a number (a `Reducer`'s) gets the
-    probabilities block by block instead (`_chunked_attention`), and the probabilities returned are None.
-    """
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    rows = None if record is None else record.chunk_rows()
-    if rows is not None:
-        return _chunked_attention(q, k, v, mask, scale, record, bias, softcap, sinks, rows), None
+    q [B, H, T, D]; k [B, K, S, D] with K dividing H. For GQA (1 < K < H) the n_rep = H / K query heads of a
+    group are stacked into one [n_rep * T, D] matrix per KV head and multiplied with that head's keys in one
+    batched matmul: no [B, H, S, D] copy of the keys (`repeat_kv`, HF eager's way), whose memory traffic
+    made GQA's decoding steps as slow as MHA's. MHA (K = H) needs no stacking, and MQA's one KV head is
+    broadcast by matmul (as fast or faster than stacking: benchmarks/bench_forward.py). `mask` is a
+    keep-mask broadcastable to [B, H, T, S] (True = may attend); `bias` an additive term broadcastable to it
+    (ALiBi's slopes, T5's position buckets, DeBERTa's position terms)."""
     b, h, t, d = q.shape
     groups = k.shape[1]
     # (Q * scale) K^T touches T x D values instead of T x S; with a power-of-two scale (D = 64, 16)
     # the result is bit-identical to scaling the scores.
-    # GQA stacks each group's query heads; MHA (K = H) and MQA (K = 1, broadcast by matmul) need no stacking,
-    # and for MQA the plain broadcast measured as fast or faster (benchmarks/bench_forward.py).
-    grouped = 1 < groups < h
-    scaled = q * scale
-    if grouped:
+    scaled = q * (d ** -0.5 if scale is None else scale)
+    if 1 < groups < h:
         scaled = scaled.reshape(b, groups, (h // groups) * t, d)  # B, K, n_rep*T, D
     scores = torch.matmul(scaled, k.transpose(-2, -1)).view(b, h, t, -1)  # B, H, T, S
     if bias is not None:
@@ -66,35 +51,44 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bi
         scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores + additive(mask, scores.dtype)
-    probs_out = None
-    if record is not None:
-        record.keep("scores", scores)
-        probs_out = record.probabilities_buffer(scores)
+    return scores
+
+
+def attention_softmax(scores, sinks=None, dtype=None, out=None):
+    """Each row's softmax [B, H, T, S], in float32 and cast back to `dtype` (as HF's eager attention), written
+    into `out` when given. `sinks` [H] are learned logits that join each row's denominator and are dropped
+    after it (gpt-oss), so a row then sums to less than 1."""
+    dtype = scores.dtype if dtype is None else dtype
     if sinks is not None:
+        b, h, t, _ = scores.shape
         column = sinks.to(scores.dtype).reshape(1, h, 1, 1).expand(b, h, t, 1)
         combined = torch.cat((scores, column), dim=-1)  # B, H, T, S + 1
         combined = combined - combined.amax(dim=-1, keepdim=True)  # as HF: no overflow in bf16
-        probs = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1].to(q.dtype)
-        if probs_out is not None:
-            probs = probs_out.copy_(probs)
-    elif probs_out is not None and probs_out.dtype == torch.float32 == scores.dtype:
-        probs = torch.softmax(scores, dim=-1, out=probs_out)  # B, H, T, S
+        probs = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1].to(dtype)
+    elif out is not None and out.dtype == torch.float32 == scores.dtype:
+        return torch.softmax(scores, dim=-1, out=out)
     else:
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, T, S
-        if probs_out is not None:
-            probs = probs_out.copy_(probs)
-    if grouped:
-        context = torch.matmul(probs.reshape(b, groups, -1, probs.shape[-1]), v)  # B, K, n_rep*T, D
-        return context.view(b, h, t, d), probs  # B, H, T, D
-    return torch.matmul(probs, v), probs  # B, H, T, D
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(dtype)
+    return probs if out is None else out.copy_(probs)
 
 
-def _block(tensor, r0: int, r1: int, c0: int, c1: int):
-    """Rows r0:r1 and columns c0:c1 of a mask or bias broadcastable to [B, H, T, S] (a size-1 row axis stays)."""
-    if tensor is None:
-        return None
-    rows = tensor if tensor.shape[-2] == 1 else tensor[..., r0:r1, :]
-    return rows[..., c0:c1]
+def attention_context(probs, v):
+    """probabilities [B, H, T, S] times values v [B, K, S, D] -> context [B, H, T, D], GQA's query heads
+    stacked per KV head as in `attention_scores`."""
+    b, h, t, s = probs.shape
+    groups = v.shape[1]
+    if 1 < groups < h:
+        return torch.matmul(probs.reshape(b, groups, -1, s), v).view(b, h, t, -1)  # B, K, n_rep*T, D -> B, H, T, D
+    return torch.matmul(probs, v)  # B, H, T, D
+
+
+def full_maps(q, k, v, mask, scale, bias, softcap, sinks, record):
+    """The whole [B, H, T, S] map at once. Returns (context [B, H, T, D], probabilities [B, H, T, S]); the
+    record is handed the scores and gives the buffer the probabilities are written into (or None)."""
+    scores = attention_scores(q, k, scale, bias, softcap, mask)  # B, H, T, S
+    record.keep("scores", scores)
+    probs = attention_softmax(scores, sinks, q.dtype, out=record.probabilities_buffer(scores))  # B, H, T, S
+    return attention_context(probs, v), probs
 
 
 def visible_columns(mask, r0: int, r1: int, s: int) -> tuple[int, int]:
@@ -111,38 +105,51 @@ def visible_columns(mask, r0: int, r1: int, s: int) -> tuple[int, int]:
     return int(seen[0]), int(seen[-1]) + 1
 
 
-def _chunked_attention(q, k, v, mask, scale, record, bias, softcap, sinks, rows: int):
-    """The kernel one block of `rows` query rows at a time, over the keys the block may see only: the same
-    scores, softmax and context as the full path (up to rounding), but a transient [B, H, rows, S'] instead of
+def _block(tensor, r0: int, r1: int, c0: int, c1: int):
+    """Rows r0:r1 and columns c0:c1 of a mask or bias broadcastable to [B, H, T, S] (a size-1 row axis stays)."""
+    if tensor is None:
+        return None
+    rows = tensor if tensor.shape[-2] == 1 else tensor[..., r0:r1, :]
+    return rows[..., c0:c1]
+
+
+def row_blocks(q, k, v, mask, scale, bias, softcap, sinks, record):
+    """The same scores, softmax and context as `full_maps` (up to rounding), `record.rows` query rows at a
+    time over the keys that block may see (`visible_columns`): a transient [B, H, rows, C] instead of
     [B, H, T, S], and the causal upper triangle never computed. Each block's probabilities go to
-    `record.reduce(probabilities, r0, c0)` (attnviz.transformer.reduce) and are not kept. Returns the context."""
-    b, h, t, d = q.shape
-    groups, s = k.shape[1], k.shape[2]
-    n_rep = h // groups
-    context = q.new_empty(b, h, t, v.shape[-1])
-    for r0 in range(0, t, rows):
-        r1 = min(r0 + rows, t)
+    `record.reduce(probabilities, r0, c0)` (attnviz.transformer.reduce) and are not kept: returns
+    (context [B, H, T, D], None)."""
+    b, h, t, _ = q.shape
+    s = k.shape[2]
+    context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D
+    for r0 in range(0, t, record.rows):
+        r1 = min(r0 + record.rows, t)
         c0, c1 = visible_columns(mask, r0, r1, s)
-        grouped_q = (q[:, :, r0:r1] * scale).reshape(b, groups, n_rep * (r1 - r0), d)  # B, K, n_rep*R, D
-        scores = torch.matmul(grouped_q, k[:, :, c0:c1].transpose(-2, -1)).view(b, h, r1 - r0, c1 - c0)
-        if bias is not None:
-            scores = scores + _block(bias, r0, r1, c0, c1)
-        if softcap is not None:
-            scores = torch.tanh(scores / softcap) * softcap
-        if mask is not None:
-            scores = scores + additive(_block(mask, r0, r1, c0, c1), scores.dtype)
-        if sinks is not None:
-            column = sinks.to(scores.dtype).reshape(1, h, 1, 1).expand(b, h, r1 - r0, 1)
-            combined = torch.cat((scores, column), dim=-1)
-            combined = combined - combined.amax(dim=-1, keepdim=True)
-            probs = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1].to(q.dtype)
-        else:
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # B, H, R, C
+        scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1), softcap,
+                                  _block(mask, r0, r1, c0, c1))  # B, H, R, C
+        probs = attention_softmax(scores, sinks, q.dtype)  # B, H, R, C
         del scores
         record.reduce(probs, r0, c0)
-        block = torch.matmul(probs.reshape(b, groups, -1, c1 - c0), v[:, :, c0:c1])  # B, K, n_rep*R, D
-        context[:, :, r0:r1] = block.view(b, h, r1 - r0, -1)
-    return context
+        context[:, :, r0:r1] = attention_context(probs, v[:, :, c0:c1])  # B, H, R, D
+    return context, None
+
+
+# The attention implementations by name; a record names the one it needs (`record.kernel`): a `Recorder`'s
+# "full" maps, a `Reducer`'s "rows". Each takes (q, k, v, mask, scale, bias, softcap, sinks, record).
+ATTENTION_FUNCTIONS = {"full": full_maps, "rows": row_blocks}
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, record=None, bias=None, softcap=None, sinks=None):
+    """The kernel the record names (ATTENTION_FUNCTIONS; "full" without a record): returns (context
+    [B, H, T, D], probabilities [B, H, T, S], or None when a `Reducer` took them block by block).
+
+        scores = scale * q.k (+ bias);  scores = cap * tanh(scores / cap) if softcap;  + mask;  softmax
+
+    q [B, H, T, D]; k, v [B, K, S, D] with K dividing H: query head h reads KV head h // (H / K). scale:
+    of q.k (default 1/sqrt(D)); mask, bias: as in `attention_scores`; sinks: as in `attention_softmax`.
+    The result differs from HF eager only by rounding."""
+    record = NOTHING if record is None else record
+    return ATTENTION_FUNCTIONS[record.kernel](q, k, v, mask, scale, bias, softcap, sinks, record)
 
 
 class MultiHeadAttention(nn.Module):
@@ -207,6 +214,7 @@ class MultiHeadAttention(nn.Module):
         to it and attends over all of them; cross-attention (kv given) fills it on the first call and
         reuses it after, without projecting kv again. bias: an additive score term for [B, H, T, S].
         Returns (out [B, T, C], attn [B, H, T, S])."""
+        record = NOTHING if record is None else record
         b, t, _ = x.shape
         q = self._normed(self.q_proj(x), self.q_norm, self.n_heads)  # B, H, T, D
         if cache is not None and kv is not None and cache.length:
@@ -219,22 +227,37 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)
         if rotary is not None:
             q = apply_rotary(q, *rotary)
-        if record is not None:
-            record.keep("queries", q)
-            record.keep("keys", k)
-            record.keep("values", v)
-            if record.wants("value_norms"):
-                record.keep("value_norms", self.value_norms(v))
-        context, attn = scaled_dot_product_attention(
-            q, k, v, mask, self.scale, record, bias, self.softcap, self.sinks)
+        bias, terms = self.score_bias(q, k, bias)
+        attend = ATTENTION_FUNCTIONS[record.kernel]  # "full" maps; "rows" for a Reducer's row blocks
+        context, attn = attend(q, k, v, mask, self.scale, bias, self.softcap, self.sinks, record)  # B, H, T, D
         if head_mask is not None:
             keep = head_mask.to(context.dtype)
             keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]  # B or 1, H, 1, 1
             context = context * keep  # B, H, T, D
-        if record is not None:
-            record.keep("head_outputs", context)
+        self._record(record, q, k, v, terms, context)
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D
         return self.o_proj(context), attn
+
+    def score_bias(self, q, k, bias):
+        """(the additive score term the kernel adds to scale * q.k, its named parts or None): here the caller's
+        `bias` as it is (ALiBi's, T5's), without parts. DeBERTa's attention makes its position terms here."""
+        return bias, None
+
+    def _record(self, record, q, k, v, terms, context) -> None:
+        """All the record keeps of a layer's attention but what only the kernel sees (its scores, and its
+        probabilities, whole or a block at a time): queries, keys, values, value norms, head outputs (the
+        context after the head mask) and, where the score has named parts (`score_bias`), "score_terms"
+        [B, 1 + N, H, T, S]: scale * q.k, then each part (zeros where it is None)."""
+        record.keep("queries", q)
+        record.keep("keys", k)
+        record.keep("values", v)
+        if record.wants("value_norms"):
+            record.keep("value_norms", self.value_norms(v))
+        if terms is not None and record.wants("score_terms"):
+            content = attention_scores(q, k, self.scale)  # B, H, T, S
+            parts = [content] + [torch.zeros_like(content) if part is None else part for part in terms.values()]
+            record.keep("score_terms", torch.stack(parts, dim=1))
+        record.keep("head_outputs", context)
 
     def project_kv(self, kv):
         """kv [B, S, C] -> keys and values [B, K, S, D] (before rotary)."""

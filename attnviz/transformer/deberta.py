@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from attnviz.transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.config import ModelConfig
 
 TERMS = ("c2c", "c2p", "p2c")
@@ -106,31 +106,14 @@ class DisentangledAttention(MultiHeadAttention):
             terms["p2c"] = torch.gather(p2c, -1, index.T.expand(b, h, t, t)).transpose(-1, -2) * self.scale
         return terms
 
+    def score_bias(self, q, k, relative):
+        """(c2p + p2c, {"c2p": ..., "p2c": ...}) [B, H, T, S] from the layer's `Relative` (None where a term is
+        off): the kernel adds their sum to c2c = scale * q.k, and "score_terms" records the three apart."""
+        terms = self.position_terms(q, k, relative) if relative is not None else {}
+        return (sum(terms.values()) if terms else None), {name: terms.get(name) for name in TERMS[1:]}
+
     def forward(self, x, mask=None, kv=None, rotary=None, head_mask=None, record=None, cache=None, bias=None):
         """As MultiHeadAttention.forward (self-attention, no cache); `bias` is the layer's `Relative`."""
         if kv is not None or cache is not None or rotary is not None:
             raise ValueError("DeBERTa's attention is self-attention without rotary or a cache")
-        b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # B, H, T, D
-        k, v = self.project_kv(x)
-        terms = self.position_terms(q, k, bias) if bias is not None else {}
-        extra = sum(terms.values()) if terms else None
-        if record is not None:
-            record.keep("queries", q)
-            record.keep("keys", k)
-            record.keep("values", v)
-            if record.wants("value_norms"):
-                record.keep("value_norms", self.value_norms(v))
-            if record.wants("score_terms"):
-                c2c = torch.matmul(q * self.scale, k.transpose(-1, -2))
-                zero = torch.zeros_like(c2c)
-                record.keep("score_terms", torch.stack([c2c] + [terms.get(n, zero) for n in TERMS[1:]], dim=1))
-        context, attn = scaled_dot_product_attention(q, k, v, mask, self.scale, record, extra)
-        if head_mask is not None:
-            keep = head_mask.to(context.dtype)
-            keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]
-            context = context * keep
-        if record is not None:
-            record.keep("head_outputs", context)
-        context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)
-        return self.o_proj(context), attn
+        return super().forward(x, mask, head_mask=head_mask, record=record, bias=bias)

@@ -61,7 +61,10 @@ class Recorder:
 
 class LayerRecord:
     """What one layer's attention module reports to; the module asks `wants(name)` before computing
-    anything extra, so a name nobody asked for costs nothing."""
+    anything extra, so a name nobody asked for costs nothing. `kernel` names the attention implementation
+    it takes its probabilities from (attnviz.transformer.attention.ATTENTION_FUNCTIONS): whole maps."""
+
+    kernel = "full"
 
     def __init__(self, recorder: Recorder, layer: int) -> None:
         self.recorder, self.layer = recorder, layer
@@ -72,10 +75,6 @@ class LayerRecord:
     def keep(self, name: str, tensor: torch.Tensor) -> None:
         if self.wants(name):
             self.recorder.layers[self.layer][name] = tensor
-
-    def chunk_rows(self) -> int | None:
-        """None: the kernel computes the whole [B, H, T, S] map at once (a `Reducer` asks for blocks of rows)."""
-        return None
 
     def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
         """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
@@ -91,3 +90,21 @@ class LayerRecord:
             own = recorder.layers[self.layer]["attentions"] = like.new_empty(like.shape)
             return own
         return recorder.attentions[self.layer]
+
+
+class _Nothing:
+    """The record of a call that records nothing (`record=None`): whole maps, nothing kept, no buffer."""
+
+    kernel = "full"
+
+    def wants(self, name: str) -> bool:
+        return False
+
+    def keep(self, name: str, tensor: torch.Tensor) -> None:
+        pass
+
+    def probabilities_buffer(self, like: torch.Tensor) -> None:
+        return None
+
+
+NOTHING = _Nothing()

@@ -2,7 +2,7 @@
 attention probabilities, never the probabilities themselves.
 
 A full trace holds [L, H, T, T] probabilities: 18 GB in float32 for SmolLM2 at 4,096 tokens. The views need
-far less. The Reducer asks the kernel for blocks of query rows (`chunk_rows`); the kernel computes scores and
+far less. The Reducer's layer records name the "rows" kernel (attention.row_blocks), which computes scores and
 softmax one block at a time, over the keys that block may see (a causal block none after its last row), and
 hands each block to `reduce`, on the device where the layer runs. In one pass over the block it adds:
 
@@ -263,7 +263,10 @@ class Reducer:
 
 
 class _LayerReducer:
-    """What one layer's attention reports to (LayerRecord's interface, plus `reduce`)."""
+    """What one layer's attention reports to: LayerRecord's `wants` and `keep`, and the "rows" kernel
+    (attnviz.transformer.attention.row_blocks), which hands `reduce` blocks of `rows` query rows."""
+
+    kernel = "rows"
 
     def __init__(self, reducer: Reducer, layer: int) -> None:
         self.reducer, self.layer = reducer, layer
@@ -279,11 +282,9 @@ class _LayerReducer:
             kept[name] = torch.empty((self.reducer.n_layers, *tensor.shape[1:]), dtype=self.reducer.keep_dtype)
         kept[name][self.layer].copy_(tensor[0])  # rounded to keep_dtype (and brought to the CPU) in the copy
 
-    def chunk_rows(self) -> int:
+    @property
+    def rows(self) -> int:
         return self.reducer.rows
-
-    def probabilities_buffer(self, like):
-        return None
 
     def reduce(self, probs: torch.Tensor, r0: int, c0: int) -> None:
         self.reducer.reduce(self.layer, probs, r0, c0)

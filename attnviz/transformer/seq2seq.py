@@ -125,16 +125,23 @@ def _sublayer(x, norm, f, pre: bool):
     return x + f(norm(x)) if pre else norm(x + f(x))
 
 
-class EncoderBlock(nn.Module):
+class _Block(nn.Module):
+    """Sublayers, each `name` (an attention or the "mlp") with its norm `name_norm`, applied by `_sublayer`;
+    made in the order named, the order a seeded model's weights are drawn in."""
+
+    def __init__(self, c: Seq2SeqConfig, *names: str) -> None:
+        super().__init__()
+        self.pre = c.norm_placement == "pre"
+        for name in names:
+            setattr(self, name, _mlp(c) if name == "mlp" else _attention(c))
+            setattr(self, f"{name}_norm", make_norm(c.norm, c.d_model, c.norm_eps))
+
+
+class EncoderBlock(_Block):
     """x = norm(x + self_attn(x)); x = norm(x + mlp(x)) (pre-norm: x + self_attn(norm(x)), ...)."""
 
     def __init__(self, c: Seq2SeqConfig) -> None:
-        super().__init__()
-        self.pre = c.norm_placement == "pre"
-        self.self_attn = _attention(c)
-        self.self_attn_norm = make_norm(c.norm, c.d_model, c.norm_eps)
-        self.mlp = _mlp(c)
-        self.mlp_norm = make_norm(c.norm, c.d_model, c.norm_eps)
+        super().__init__(c, "self_attn", "mlp")
 
     def forward(self, x, mask=None, record=None, bias=None):
         """x [B, S, C] -> [B, S, C]; bias: position scores [1, H, S, S] (T5)."""
@@ -143,18 +150,11 @@ class EncoderBlock(nn.Module):
         return _sublayer(x, self.mlp_norm, self.mlp, self.pre)
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(_Block):
     """x = norm(x + causal_self_attn(x)); x = norm(x + cross_attn(x, encoder)); x = norm(x + mlp(x))."""
 
     def __init__(self, c: Seq2SeqConfig) -> None:
-        super().__init__()
-        self.pre = c.norm_placement == "pre"
-        self.self_attn = _attention(c)
-        self.self_attn_norm = make_norm(c.norm, c.d_model, c.norm_eps)
-        self.cross_attn = _attention(c)
-        self.cross_attn_norm = make_norm(c.norm, c.d_model, c.norm_eps)
-        self.mlp = _mlp(c)
-        self.mlp_norm = make_norm(c.norm, c.d_model, c.norm_eps)
+        super().__init__(c, "self_attn", "cross_attn", "mlp")
 
     def forward(self, x, encoder_hidden, self_mask=None, cross_mask=None, self_record=None, cross_record=None,
                 self_cache=None, cross_cache=None, bias=None):

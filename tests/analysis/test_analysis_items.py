@@ -244,7 +244,7 @@ def test_ewt_sentences_and_arcs():
     )
     assert any("-" in row[0] for row in raw_rows) and any("." in row[0] for row in raw_rows)
     arcs = [row for row in raw_rows if row[0].isdigit() and row[6] != "0"]
-    # arcs inside a multi-word token ("did n't": n't -> did) are skipped (tests/test_treebank_text.py)
+    # arcs inside a multi-word token ("did n't": n't -> did) are skipped (tests/analysis/test_treebank_text.py)
     assert 0 < len(arcs) - len(items) < 200
     for item in items:
         assert item.words[item.source] and item.sep == " "

@@ -259,7 +259,7 @@ def test_own_sentence_box_at_20000_characters_on_smollm2(server, browser):
     assert len(box.input_value()) == 20_000
     box.press("Enter")
     wait_idle(page, 240)
-    # The pickers offer only the words that have tokens (checked exactly by tests/test_public_host.py); here:
+    # The pickers offer only the words that have tokens (checked exactly by tests/ui/test_public_host.py); here:
     # the page drew them, with no error, and memory stayed under the budget.
     expect(page.get_by_text("From word", exact=True)).to_be_visible(timeout=120_000)
     assert len(text.split()) > 2500

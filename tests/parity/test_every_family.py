@@ -44,7 +44,7 @@ def test_the_recorder_keeps_every_name_and_scores_give_probabilities(family):
               "head_outputs": (c.n_layers, 1, c.n_heads, T, c.dim_per_head)}
     for name, shape in shapes.items():
         assert tuple(record.stacked(name).shape) == shape, (model_type, name)
-    if not c.attn_sinks:  # with sinks the softmax has one more term (tests/test_attention_kinds.py)
+    if not c.attn_sinks:  # with sinks the softmax has one more term (tests/transformer/test_attention_kinds.py)
         probs = torch.softmax(record.stacked("scores").float(), dim=-1)
         assert (probs - record.stacked("attentions")).abs().max() <= 1e-6, model_type
 

@@ -1,7 +1,7 @@
 """ModernBERT, DeBERTa-v2/v3, ELECTRA and ALBERT against HF eager (float32) on tiny random configs (issue 18),
 and the masked-LM heads of these families and DistilBERT's.
 
-Bounds as tests/test_parity_tiny.py: attentions <= 1e-5, hidden states <= 1e-4 (masked-LM logits <= 1e-4),
+Bounds as tests/parity/test_parity_tiny.py: attentions <= 1e-5, hidden states <= 1e-4 (masked-LM logits <= 1e-4),
 on a right-padded batch, with sentence pairs (token types) where the family has them. Each special feature
 (ModernBERT's local band and two rotary bases, DeBERTa's c2p/p2c terms, log buckets and relative-embedding
 norm, the factorised embeddings of ELECTRA and ALBERT, ALBERT's shared layer) has a tiny config where it

@@ -3,7 +3,7 @@
 Each tiny config makes its family's special feature bite (more layers than the sliding/full period, a
 sequence longer than the window, soft-caps small enough to matter, NoPE layers), and for each feature a
 copy of our model with the feature switched off (same weights) must then miss HF by a clear margin, so
-the parity check can fail. Bounds as tests/test_parity_tiny.py: attentions 1e-5, hidden and logits 1e-4.
+the parity check can fail. Bounds as tests/parity/test_parity_tiny.py: attentions 1e-5, hidden and logits 1e-4.
 """
 
 from __future__ import annotations

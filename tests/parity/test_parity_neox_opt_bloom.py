@@ -1,6 +1,6 @@
 """GPT-NeoX (Pythia), GPT-Neo, OPT, BLOOM and Phi 1/1.5/2 against HF eager (float32) on tiny random models.
 
-Bounds as tests/test_parity_tiny.py: attention probabilities <= 1e-5, final hidden states and logits <= 1e-4,
+Bounds as tests/parity/test_parity_tiny.py: attention probabilities <= 1e-5, final hidden states and logits <= 1e-4,
 with a right-padded batch, and a left-padded one where positions come from the mask (OPT, BLOOM). Each tiny
 config exercises what is special about its family (partial rotary, parallel residual, global/local layers with
 a window shorter than the text, unscaled scores, OPT's offset positions and post-norm, ALiBi with 6 heads,

@@ -1,6 +1,6 @@
 """Phi-3/Phi-4, Mixtral and gpt-oss against HF eager (float32) on tiny random configs (issue 17).
 
-Bounds as tests/test_parity_tiny.py: attentions <= 1e-5, hidden states and logits <= 1e-4, on a right-padded
+Bounds as tests/parity/test_parity_tiny.py: attentions <= 1e-5, hidden states and logits <= 1e-4, on a right-padded
 batch (and left padding for gpt-oss, whose sinks share each row with masked keys). Every special feature
 (LongRoPE on both sides of original_max_position_embeddings, partial rotary, sliding windows, fused
 projections, expert routing, learned sinks, YaRN, the clamped SwiGLU) has a tiny config where it matters,

@@ -105,3 +105,39 @@ def test_softmax_runs_in_float32():
     scores = torch.matmul(q * 8**-0.5, k.transpose(-2, -1))
     assert probs.dtype == torch.bfloat16
     assert torch.equal(probs, torch.softmax(scores.float(), dim=-1).to(torch.bfloat16))
+
+
+class _Blocks:
+    """A record for the "rows" kernel that keeps each block where it falls in the full map."""
+
+    kernel, rows = "rows", 3
+
+    def __init__(self, shape):
+        self.probs = torch.full(shape, float("nan"))
+
+    def wants(self, name):
+        return False
+
+    def reduce(self, probs, r0, c0):
+        self.probs[..., r0:r0 + probs.shape[-2], :] = 0.0  # the block's rows see nothing outside its columns
+        self.probs[..., r0:r0 + probs.shape[-2], c0:c0 + probs.shape[-1]] = probs
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+def test_every_attention_function_in_the_registry_computes_the_same_attention(kv_heads):
+    """The registry's entries, picked by the record's `kernel` name: row blocks give the full maps' context
+    and probabilities, with a window, a bias, a cap and sinks at once (MHA, GQA, MQA)."""
+    from attnviz.transformer.attention import ATTENTION_FUNCTIONS
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 10, 8, generator=g)
+    k, v = (torch.randn(2, kv_heads, 10, 8, generator=g) for _ in range(2))
+    extras = {"mask": causal_mask(10, 10, window=4), "scale": 0.3, "bias": torch.randn(1, 4, 10, 10, generator=g),
+              "softcap": 2.0, "sinks": torch.randn(4, generator=g)}
+    assert set(ATTENTION_FUNCTIONS) == {"full", "rows"}
+    context, probs = scaled_dot_product_attention(q, k, v, **extras)
+    blocks = _Blocks(probs.shape)
+    blocked, none = scaled_dot_product_attention(q, k, v, record=blocks, **extras)
+    assert none is None
+    torch.testing.assert_close(blocked, context)
+    torch.testing.assert_close(blocks.probs, probs)

@@ -1,6 +1,6 @@
 """AppTest of the Learn page's new parts: MHA/GQA/MQA measured side by side, the named models, MHA -> GQA
 conversion (MiniLM), the KV-group head distances (SmolLM2), their URL state and their Chinese strings.
-The page's first table (one module's shapes) is covered by tests/test_app.py."""
+The page's first table (one module's shapes) is covered by tests/ui/test_app.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """AppTest of the Translate page on tiny local T5 and BART folders (random weights, real fast tokenizers built
-offline in tests/test_parity_seq2seq_t5_bart.py): the model loads from a folder the operator allows, T5's
+offline in tests/parity/test_parity_seq2seq_t5_bart.py): the model loads from a folder the operator allows, T5's
 task prefix is an editable field prefilled and read as part of the source (its tokens are among the chips
 and the attention maps' columns), and the three attention kinds and the word alignment work on both."""
 

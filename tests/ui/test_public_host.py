@@ -1,6 +1,6 @@
 """A public deployment, tried as an attacker would: model sources, shared links, oversized models,
-Markdown in every text. (Hostile upload files: tests/test_hostile_files_and_cli.py; the real browser:
-tests/test_e2e_browser.py.)"""
+Markdown in every text. (Hostile upload files: tests/cli/test_hostile_files_and_cli.py; the real browser:
+tests/browser/test_e2e_browser.py.)"""
 
 from __future__ import annotations
 
