@@ -15,7 +15,8 @@ from tests.helpers.jobs import finish_jobs
 from tests.helpers.pages import FINDER as PAGE
 from tests.helpers.pages import TIMEOUT, assert_clean, chart, z_array
 
-FILLER = 0  # SmolLM2 answers every built-in needle with no filler; tests/interventions/test_retrieval.py uses a haystack
+FILLER = 0  # SmolLM2 answers every built-in needle with no filler (tests/interventions/test_retrieval.py uses a
+# haystack)
 
 
 def test_retrieval_grid_and_switching_heads_off(smollm):
