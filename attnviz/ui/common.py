@@ -265,12 +265,11 @@ def pick_model_source() -> str:
     st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
                           max_chars=MAX_MODEL)
     custom = (st.session_state.get("model_custom") or "").strip()
-    if not custom and preset is not None and origins[preset] != "builtin":
-        if origins[preset] == "offline":
-            st.sidebar.caption(t("preset_from_package", name=md(preset)))
-        else:  # before anyone waits: with no route, get_model refuses it at once and says why
-            st.sidebar.caption(t("preset_from_hub" if shelf.hub_reachable() else "preset_hub_unreachable",
-                                 name=md(preset)))
+    # A hub preset says so before anyone waits (with no route, get_model refuses it at once and says why); an
+    # offline one needs no line here: its box reads "· offline" and, once loaded, `offline_note` says the rest.
+    if not custom and origins.get(preset) == "hub":
+        st.sidebar.caption(t("preset_from_hub" if shelf.hub_reachable() else "preset_hub_unreachable",
+                             name=md(preset)))
     return custom or st.session_state["model_preset"]
 
 

@@ -22,7 +22,10 @@ def test_presets_say_where_they_come_from(monkeypatch):
     labels = dict(zip(box.options, box.options))
     assert "all-MiniLM-L6-v2 · offline" in labels and "gpt2 · hub" in labels and "Qwen2.5-0.5B · hub" in labels
     assert all(len(label) <= 32 for label in labels), labels  # the sidebar's box showed 32 characters
-    assert any(f"{MINILM}: from an installed package" in c.value.replace("\\", "") for c in at.sidebar.caption)
+    # an offline preset is said once, by the loaded model's note (no second line before it)
+    captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
+    assert sum(f"{MINILM} is loaded from its package-index copy" in c for c in captions) == 1, captions
+    assert not any("from the Hugging Face hub" in c for c in captions), captions
 
 
 def test_a_hub_preset_offline_says_so_at_once_and_the_link_keeps_it(monkeypatch):
