@@ -22,7 +22,7 @@ from attnviz.interventions import effects, preference
 from attnviz.loading import build_module
 from attnviz.tracing.model import LoadedModel, ModelInfo
 from tests.conftest import require_data
-from tests.helpers import tiny_tokenizers
+from tests.helpers import tiny_hf, tiny_tokenizers
 
 BLIMP_FILES = ("distractor_agreement_relational_noun.jsonl", "distractor_agreement_relative_clause.jsonl",
                "regular_plural_subject_verb_agreement_1.jsonl")
@@ -150,23 +150,8 @@ def bpe_tokenizer(bos: bool) -> Tokenizer:
 
 def tiny_decoder(family: str):
     """(our LoadedModel, HF's eager model) on the same random weights; Llama's tokenizer adds a BOS."""
-    tokenizer = bpe_tokenizer(bos=family == "llama")
-    vocab = tokenizer.get_vocab_size()
-    torch.manual_seed(1)
-    if family == "gpt2":
-        hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64))
-    else:
-        hf = tf.LlamaForCausalLM(tf.LlamaConfig(
-            vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            intermediate_size=40, max_position_embeddings=64))
-    hf.config._attn_implementation = "eager"
-    with torch.no_grad():  # random init leaves biases at 0 and norms at 1: make every tensor count
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    hf.eval()
-    module = build_module(hf.config.to_dict(), hf.state_dict()).eval()
-    info = ModelInfo.describe(module, f"tiny {family}", "(test)", family, 64)
-    return LoadedModel(module, tokenizer, info, {"pad_token": "<pad>"}), hf
+    return tiny_hf.tiny_decoder(family, bpe_tokenizer(bos=family == "llama"), seed=1, intermediate_size=40,
+                                max_position_embeddings=64)
 
 
 @pytest.fixture(scope="module")

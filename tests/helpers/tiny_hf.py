@@ -9,6 +9,7 @@ import transformers as tf
 from tokenizers import Tokenizer
 
 from attnviz.loading import build_module
+from attnviz.tracing.model import LoadedModel, ModelInfo
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 VOCAB = 99
@@ -182,3 +183,24 @@ def tiny_mlm(family: str, tokenizer: Tokenizer):
             p.add_(torch.randn_like(p) * 0.05)
     hf.eval()
     return hf
+
+
+def tiny_decoder(family: str, tokenizer: Tokenizer, seed: int, **llama_settings):
+    """(our LoadedModel, HF's eager model) on the same random weights: a 2-layer GPT-2, or a 2-layer Llama with
+    4 query heads over 2 KV heads and `llama_settings` added to its config, over `tokenizer`'s vocabulary."""
+    vocab = tokenizer.get_vocab_size()
+    torch.manual_seed(seed)
+    if family == "gpt2":
+        hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+    else:
+        hf = tf.LlamaForCausalLM(tf.LlamaConfig(
+            vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            **llama_settings))
+    hf.config._attn_implementation = "eager"
+    with torch.no_grad():  # random init leaves biases at 0 and norms at 1: make every tensor count
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    hf.eval()
+    module = build_module(hf.config.to_dict(), hf.state_dict()).eval()
+    info = ModelInfo.describe(module, f"tiny {family}", "(test)", family, 64)
+    return LoadedModel(module, tokenizer, info, {"pad_token": "<pad>"}), hf

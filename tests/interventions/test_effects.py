@@ -15,28 +15,14 @@ import transformers as tf
 from attnviz.interventions import effects
 from attnviz.loading import build_module
 from attnviz.tracing.model import LoadedModel, ModelInfo
+from tests.helpers import tiny_hf
 from tests.helpers.tiny_hf import tiny_mlm
 from tests.helpers.tiny_tokenizers import bpe_tokenizer, encoder_tokenizer
 
 
 def tiny_decoder(family: str, bos: bool):
-    tokenizer = bpe_tokenizer(bos)
-    vocab = tokenizer.get_vocab_size()
-    torch.manual_seed(0)
-    if family == "gpt2":
-        hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64))
-    else:
-        hf = tf.LlamaForCausalLM(tf.LlamaConfig(
-            vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            intermediate_size=37, max_position_embeddings=128, attention_bias=True))
-    hf.config._attn_implementation = "eager"
-    with torch.no_grad():  # random init leaves biases at 0 and norms at 1: make every tensor count
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    hf.eval()
-    module = build_module(hf.config.to_dict(), hf.state_dict()).eval()
-    info = ModelInfo.describe(module, f"tiny {family}", "(test)", family, 64)
-    return LoadedModel(module, tokenizer, info, {"pad_token": "<pad>"}), hf
+    return tiny_hf.tiny_decoder(family, bpe_tokenizer(bos), seed=0, intermediate_size=37,
+                                max_position_embeddings=128, attention_bias=True)
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
