@@ -16,14 +16,6 @@ from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 PAGES = sorted(str(p) for p in (ROOT / "app_pages").glob("*.py"))
 
 
-@pytest.fixture(scope="module")
-def app() -> AppTest:
-    require_offline(MINILM)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert_clean(at)
-    return at
-
-
 def test_main_page_opens_on_a_pretrained_model(app):
     assert app.selectbox(key="model_preset").value == MINILM
     assert "random" not in " ".join(w.value for w in app.warning).lower()

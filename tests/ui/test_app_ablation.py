@@ -27,14 +27,6 @@ def mask_of(model, off) -> np.ndarray:
     return effects.head_mask_of(model, off)
 
 
-@pytest.fixture(scope="module")
-def app() -> AppTest:
-    require_offline(MINILM)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert_clean(at)
-    return at
-
-
 def test_embedding_model_heads_and_layers_switch_off(app, minilm):
     app.text_input(key="text").input(SENTENCE).run()
     heads = app.multiselect(key="ablation_heads")

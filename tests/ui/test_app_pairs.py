@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.analysis.pairs import trace_difference
 from attnviz.interventions.preference import builtin_pairs, pair_preference
 from attnviz.ui.common import MAX_PAIR_TEXT
-from tests.conftest import MINILM, SMOLLM, require_offline
+from tests.conftest import SMOLLM, require_offline
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
 GOOD = "The keys to the cabinet are on the table."
@@ -20,14 +20,6 @@ BAD = "The keys to the cabinet is on the table."
 
 def expander_labels(at: AppTest) -> list[str]:
     return [e.label for e in at.expander]
-
-
-@pytest.fixture(scope="module")
-def app() -> AppTest:
-    require_offline(MINILM)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert_clean(at)
-    return at
 
 
 def test_difference_grid_and_head_match_a_direct_computation(app, minilm):
