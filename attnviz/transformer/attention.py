@@ -234,7 +234,8 @@ class MultiHeadAttention(nn.Module):
             keep = head_mask.to(context.dtype)
             keep = keep[None, :, None, None] if keep.dim() == 1 else keep[:, :, None, None]  # B or 1, H, 1, 1
             context = context * keep  # B, H, T, D
-        self._record(record, q, k, v, terms, context)
+        context = record.edit("head_outputs", context)  # kept, or another run's put in its place (patching)
+        self._record(record, q, k, v, terms)
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # B, T, H*D
         return self.o_proj(context), attn
 
@@ -243,10 +244,10 @@ class MultiHeadAttention(nn.Module):
         `bias` as it is (ALiBi's, T5's), without parts. DeBERTa's attention makes its position terms here."""
         return bias, None
 
-    def _record(self, record, q, k, v, terms, context) -> None:
+    def _record(self, record, q, k, v, terms) -> None:
         """All the record keeps of a layer's attention but what only the kernel sees (its scores, and its
-        probabilities, whole or a block at a time): queries, keys, values, value norms, head outputs (the
-        context after the head mask) and, where the score has named parts (`score_bias`), "score_terms"
+        probabilities, whole or a block at a time) and the head outputs (an edit point, in `forward`):
+        queries, keys, values, value norms and, where the score has named parts (`score_bias`), "score_terms"
         [B, 1 + N, H, T, S]: scale * q.k, then each part (zeros where it is None)."""
         record.keep("queries", q)
         record.keep("keys", k)
@@ -257,7 +258,6 @@ class MultiHeadAttention(nn.Module):
             content = attention_scores(q, k, self.scale)  # B, H, T, S
             parts = [content] + [torch.zeros_like(content) if part is None else part for part in terms.values()]
             record.keep("score_terms", torch.stack(parts, dim=1))
-        record.keep("head_outputs", context)
 
     def project_kv(self, kv):
         """kv [B, S, C] -> keys and values [B, K, S, D] (before rotary)."""

@@ -17,6 +17,7 @@ from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.deberta import DisentangledAttention
 from attnviz.transformer.layers import MLP, GatedMLP, MixtureOfExperts, make_norm
+from attnviz.transformer.record import NOTHING
 
 
 def make_attention(config: ModelConfig) -> nn.Module:
@@ -61,18 +62,29 @@ class Block(nn.Module):
 
     def forward(self, x, mask=None, rotary=None, head_mask=None, record=None, cache=None, bias=None):
         """x [B, T, C] -> (x [B, T, C], attn [B, H, T, S]); record and cache as in MultiHeadAttention,
-        bias an additive score term (ALiBi), or DeBERTa's relative inputs (deberta.Relative)."""
+        bias an additive score term (ALiBi), or DeBERTa's relative inputs (deberta.Relative). The record
+        also sees the block's input and its sublayers' outputs (attnviz.transformer.record)."""
+        record = NOTHING if record is None else record
         kwargs = {"rotary": rotary, "head_mask": head_mask, "record": record, "cache": cache, "bias": bias}
+        x = record.edit("block_inputs", x)
         if self.residual != "sequential":  # GPT-NeoX, Phi: both sublayers read the same x
             h = self.attn_norm(x)
-            out, attn = self.attn(h, mask, **kwargs)
+            out, attn = self._attention(h, mask, record, kwargs)
             mlp_in = h if self.mlp_norm is None else self.mlp_norm(x)
-            return x + out + self.mlp(mlp_in), attn
+            return x + out + self._mlp(mlp_in, record), attn
         if self.placement == "post":  # BERT: norm(x + f(x)), "Attention Is All You Need" order
-            out, attn = self.attn(x, mask, **kwargs)
+            out, attn = self._attention(x, mask, record, kwargs)
             x = self.attn_norm(x + out)
-            return self.mlp_norm(x + self.mlp(x)), attn
-        out, attn = self.attn(x if self.attn_norm is None else self.attn_norm(x), mask, **kwargs)
+            return self.mlp_norm(x + self._mlp(x, record)), attn
+        out, attn = self._attention(x if self.attn_norm is None else self.attn_norm(x), mask, record, kwargs)
         x = x + (out if self.attn_post_norm is None else self.attn_post_norm(out))
-        out = self.mlp(x if self.mlp_norm is None else self.mlp_norm(x))
+        out = self._mlp(x if self.mlp_norm is None else self.mlp_norm(x), record)
         return x + (out if self.mlp_post_norm is None else self.mlp_post_norm(out)), attn
+
+    def _attention(self, x, mask, record, kwargs):
+        out, attn = self.attn(x, mask, **kwargs)
+        record.keep("attn_outputs", out)
+        return out, attn
+
+    def _mlp(self, x, record):
+        return record.edit("mlp_outputs", self.mlp(x))

@@ -14,7 +14,15 @@ the names the caller asked for, so a plain run pays for nothing it does not keep
                   projection (Kobayashi et al. 2020), per query head [B, H, S];
 - "head_outputs": each head's context vector before the output projection [B, H, T, D];
 - "score_terms":  the score's named terms where a model has several, [B, N, H, T, S] (DeBERTa: c2c, c2p,
-                  p2c, attnviz.transformer.deberta.TERMS); they sum to "scores" less the mask.
+                  p2c, attnviz.transformer.deberta.TERMS); they sum to "scores" less the mask;
+- "block_inputs": the residual stream entering each block [B, T, C] (TransformerLens's resid_pre);
+- "attn_outputs": the attention sublayer's output projection [B, T, C], before any norm after it (sandwich);
+- "mlp_outputs":  the MLP's (or mixture of experts') output [B, T, C], before any norm after it.
+
+Three of them are also edit points: `LayerRecord.edit(name, tensor)` returns the tensor the forward pass
+goes on with, so a subclass can put another run's tensor in its place (activation patching,
+attnviz.interventions.patching): "head_outputs" (before the output projection), "block_inputs" and
+"mlp_outputs". A plain record keeps the tensor and returns it unchanged.
 
 Recorded tensors are the forward pass's own (no copies); `stacked(name)` stacks the layers. In a model
 split across devices (attnviz.loading.split) each layer records on the device where it runs, and
@@ -25,7 +33,8 @@ from __future__ import annotations
 
 import torch
 
-NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs", "score_terms")
+NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs", "score_terms",
+         "block_inputs", "attn_outputs", "mlp_outputs")
 
 
 class Recorder:
@@ -76,6 +85,11 @@ class LayerRecord:
         if self.wants(name):
             self.recorder.layers[self.layer][name] = tensor
 
+    def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor the forward pass goes on with at an edit point: here `tensor` itself, kept if wanted."""
+        self.keep(name, tensor)
+        return tensor
+
     def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
         """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
         like the scores `like`), for the softmax to write into; None when attentions are not wanted. A layer
@@ -102,6 +116,9 @@ class _Nothing:
 
     def keep(self, name: str, tensor: torch.Tensor) -> None:
         pass
+
+    def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
 
     def probabilities_buffer(self, like: torch.Tensor) -> None:
         return None

@@ -282,6 +282,10 @@ class _LayerReducer:
             kept[name] = torch.empty((self.reducer.n_layers, *tensor.shape[1:]), dtype=self.reducer.keep_dtype)
         kept[name][self.layer].copy_(tensor[0])  # rounded to keep_dtype (and brought to the CPU) in the copy
 
+    def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        self.keep(name, tensor)
+        return tensor
+
     @property
     def rows(self) -> int:
         return self.reducer.rows

@@ -14,6 +14,7 @@ import torch
 from attnviz.analysis.lenses import rollout
 from attnviz.analysis.query_key import query_key
 from attnviz.loading.registry import CONVERTERS
+from attnviz.transformer.decompose import logit_parts, stream_parts
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import NAMES, Recorder
 from tests.helpers.tiny_hf import tiny
@@ -86,3 +87,49 @@ def test_lenses_take_every_familys_maps(family):
     maps = rollout(out.attentions[:, 0].numpy())
     assert maps.shape == (module.config.n_layers, 1, T, T) or maps.shape[-2:] == (T, T), model_type
     assert np.isfinite(maps).all()
+
+
+def test_the_residual_streams_parts_sum_to_the_models_own_states_and_logits(family):
+    """attnviz.transformer.decompose: with every norm's scale frozen, the parts (embeddings, each head, each
+    MLP, biases) sum to the stream entering each block, to the final hidden states and to the logits."""
+    model_type, module, ids, out = family
+    positions = [0, 4, T - 1]
+    for layer in range(module.config.n_layers):
+        parts = stream_parts(module, out.record, ids, positions, layer)
+        recorded = out.record.layers[layer]["block_inputs"][0, positions].double()
+        assert (parts.total() - recorded).abs().max() <= 1e-5, (model_type, layer)
+    parts = stream_parts(module, out.record, ids, positions)
+    assert len(parts.names) == len(set(parts.names))
+    assert (parts.total() - out.hidden[0, positions].double()).abs().max() <= 1e-5, model_type
+    heads = parts.head_grid(module.config.n_layers, module.config.n_heads)
+    assert heads.abs().amax(dim=(2, 3)).min() > 0, model_type  # every head has a part of its own
+    if module.lm_head is not None:
+        with torch.no_grad():
+            capless = module.lm_head(out.hidden)[0, positions][:, [5, 7]].double()  # before any final soft-cap
+        logits = logit_parts(module, parts, [5, 7])
+        assert (logits.total() - capless).abs().max() <= 1e-5, model_type
+
+
+def test_a_record_can_put_another_tensor_at_an_edit_point(family):
+    """Zeroing a head's output through `LayerRecord.edit` is the head mask's ablation, exactly."""
+    model_type, module, ids, out = family
+
+    class ZeroHead(Recorder):
+        def at(self, layer):
+            record = super().at(layer)
+            if layer == 1:
+                def edit(name, tensor):
+                    if name == "head_outputs":
+                        tensor = tensor.clone()
+                        tensor[:, 2] = 0
+                    return tensor
+                record.edit = edit
+            return record
+
+    mask = torch.ones(module.config.n_layers, module.config.n_heads)
+    mask[1, 2] = 0
+    with torch.no_grad():
+        edited = module(ids, record=ZeroHead()).hidden
+        masked = module(ids, head_mask=mask, record=Recorder()).hidden
+    assert (edited - masked).abs().max() <= 1e-6, model_type
+    assert (edited - out.hidden).abs().max() > 1e-6, model_type
