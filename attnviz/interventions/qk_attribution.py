@@ -94,6 +94,37 @@ class QKAttribution:
         """The n terms of largest magnitude, largest first."""
         return sorted(self.terms(), key=lambda term: -abs(term.value))[:n]
 
+    def table(self, grouped: bool = False) -> tuple[list[str], list[str], np.ndarray]:
+        """(query names, key names, [rows, columns] float64): every term in a query x key matrix that sums to
+        `score`, the position terms as rows or columns of their own (c2p a column, p2c a row, ALiBi both);
+        `grouped`: by layer (`layer_group`: each layer's heads summed, the embeddings summed)."""
+        rows: dict[str, int] = {}
+        columns: dict[str, int] = {}
+        cells = []
+        for term in self.terms():
+            query = layer_group(term.query) if grouped else term.query
+            key = layer_group(term.key) if grouped else term.key
+            cells.append((rows.setdefault(query, len(rows)), columns.setdefault(key, len(columns)), term.value))
+        matrix = np.zeros((len(rows), len(columns)))
+        for row, column, value in cells:
+            matrix[row, column] += value
+        return list(rows), list(columns), matrix
+
+
+def layer_group(name: str) -> str:
+    """The group a component is summed into when grouped by layer: "embeddings" (token, position, type),
+    "L{l}.heads" (all of layer l's heads), and every other name as it is ("L{l}.mlp", "rest", "bias", ...)."""
+    if name.endswith("embed"):
+        return "embeddings"
+    if ".H" in name:
+        return name.split(".H")[0] + ".heads"
+    return name
+
+
+def layer_of(name: str) -> int | None:
+    """The layer of a head's or an MLP's component ("L3.H5", "L3.mlp", "L3.heads"), else None."""
+    return int(name[1:].split(".")[0]) if name.startswith("L") and "." in name else None
+
 
 def _reads_norm(block):
     """The norm before the attention, or None where it reads the block's input as it is (post-norm: BERT's
