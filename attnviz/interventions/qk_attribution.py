@@ -110,6 +110,11 @@ class QKAttribution:
             matrix[row, column] += value
         return list(rows), list(columns), matrix
 
+    @staticmethod
+    def layers(names: list[str]) -> list[int | None]:
+        """Each name's layer (`layer_of`): where a matrix's dividers go."""
+        return [layer_of(name) for name in names]
+
 
 def layer_group(name: str) -> str:
     """The group a component is summed into when grouped by layer: "embeddings" (token, position, type),

@@ -48,6 +48,13 @@ def qk_attribution_heatmap(matrix: np.ndarray, row_labels: list[str], col_labels
     return fig
 
 
+def qk_attribution_figure(split, grouped: bool = False, words: dict[str, str] | None = None) -> go.Figure:
+    """The heatmap of a `QKAttribution` (attnviz.interventions.qk_attribution) as the notebook draws it: its
+    `table(grouped)`, labelled by component name, every term included (position terms as rows or columns)."""
+    rows, columns, matrix = split.table(grouped)
+    return qk_attribution_heatmap(matrix, rows, columns, split.layers(rows), split.layers(columns), words)
+
+
 def _changes(layers: list[int | None]) -> list[int]:
     """Indices where the layer differs from the one before (a divider goes before them)."""
     return [i for i in range(1, len(layers)) if layers[i] != layers[i - 1]]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz import plots
 from attnviz.interventions.qk_attribution import RECORD_NAMES, attribute, qk_attribution
 from attnviz.transformer.record import Recorder
 from tests.helpers.tiny_hf import tiny_pair
@@ -52,6 +53,8 @@ def test_the_terms_sum_to_the_offline_models_own_scores(request, fixture, layer,
     assert split.query_names[:1] == ["embed"] and split.query_names[-2:] == ["rest", "bias"]
     assert f"L{layer - 1}.mlp" in split.key_names and f"L{layer}.H0" not in split.key_names
     assert np.isfinite(split.matrix).all() and len(split.terms()) == split.matrix.size
+    figure = plots.qk_attribution_figure(split, grouped=True)  # the notebook's: each layer's heads summed
+    assert abs(np.asarray(figure.data[0].z, dtype=np.float64).sum() - split.score) <= 1e-3
     if model.info.causal:
         with pytest.raises(ValueError, match="not visible"):
             qk_attribution(model, TEXT, layer, head, key, query)
