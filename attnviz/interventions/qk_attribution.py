@@ -39,7 +39,6 @@ from attnviz.transformer.rope import apply_rotary
 
 RECORD_NAMES = (*DECOMPOSE_NAMES, "queries", "keys", "score_terms")
 PROJECTION_BIAS = "bias"  # the q (or k) projection's bias, and the shift of a q/k norm that has one
-POSITION_TERMS = ("alibi", "c2p", "p2c")
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,7 @@ def attribute(module, record: Recorder, input_ids: torch.Tensor, layer: int, hea
         if own_terms is not None:
             score += float(own_terms[0, 1:, head, query, j].sum())
         scores.append(score)
-    return QKAttribution(layer, head, kv_head, query, key, key2, names, names, matrix.numpy(),
+    return QKAttribution(layer, head, kv_head, query, key, key2, names, list(names), matrix.numpy(),
                          _position_terms(module, attention, bias, q, k, names, head, query, keys, sign, scale),
                          tuple(scores), attention.softcap)
 
@@ -251,11 +250,11 @@ def qk_attribution(model: LoadedModel, text: str, layer: int, head: int, query: 
                    key2: int | None = None, text_pair: str | None = None) -> QKAttribution:
     """`attribute` on one recorded forward pass of `text` (tokenized as `run` tokenizes it, special tokens
     included: positions count those tokens)."""
+    if not hasattr(model.module, "blocks"):
+        raise ValueError("query-key attribution takes self-attention models (not the translation models)")
     encoding = model.encode(text, text_pair)
     if not encoding.ids:
         raise ValueError("the text produced no tokens")
-    if not hasattr(model.module, "blocks"):
-        raise ValueError("query-key attribution takes self-attention models (not the translation models)")
     record = Recorder(*RECORD_NAMES)
     model.forward_encodings([encoding], with_logits=False, record=record)
     device = model.info.device
