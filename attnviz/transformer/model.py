@@ -59,7 +59,7 @@ class Transformer(nn.Module):
         self.embedding_norm = make_norm(c.norm, side, c.norm_eps) if c.embedding_norm else None
         # ALBERT: one block run n_layers times (the list holds the same module; state_dict names each).
         shared = Block(c) if c.shared_layers else None
-        self.blocks = nn.ModuleList(Block(c) if shared is None else shared for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(Block(c, layer) if shared is None else shared for layer in range(c.n_layers))
         if not c.first_attn_norm:  # ModernBERT: layer 0 reads the (already normed) embeddings as they are
             self.blocks[0].attn_norm = None
         self.relative = RelativeEmbeddings(c) if c.pos_att_type else None  # DeBERTa's shared table
