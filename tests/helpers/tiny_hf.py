@@ -150,6 +150,14 @@ EXTRA = {
 }
 
 
+def deepseek(version: int = 3, **extra):
+    """A tiny DeepSeek-V2 or V3 causal LM (COMMON and DEEPSEEK, with positions up to 256); `extra` overrides."""
+    settings = {**COMMON, "max_position_embeddings": 256, **DEEPSEEK, **extra}
+    if version == 2:
+        return lambda: tf.DeepseekV2ForCausalLM(tf.DeepseekV2Config(**settings))
+    return lambda: tf.DeepseekV3ForCausalLM(tf.DeepseekV3Config(**settings))
+
+
 def tiny(model_type: str):
     """Our module for one registered model type, converted from a tiny random HF model of its own config class
     (COMMON, and EXTRA where the family needs more to make its feature bite)."""
