@@ -138,11 +138,13 @@ class Transformer(nn.Module):
 
     def score_setup(self, layer: int, head: int) -> dict:
         """How layer `layer`'s head `head` turns q.k into a score, as plain numbers (analysis.query_key's
-        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit."""
+        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit, and for MLA
+        where each head's rotary dimensions start."""
         attn, config = self.blocks[layer].attn, self.config
         return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
                 "softcap": attn.softcap, "slope": None if self.slopes is None else float(self.slopes[head]),
-                "sink": None if attn.sinks is None else float(attn.sinks[head].detach())}
+                "sink": None if attn.sinks is None else float(attn.sinks[head].detach()),
+                "rope_from": getattr(attn, "nope", None)}  # MLA: where the rotary part of q and k starts
 
     def layer_inputs(self, input_ids, attention_mask=None, past: int = 0, positions=None) -> list[LayerInput]:
         """Each layer's mask, rotary and bias for this input (shared between layers that attend alike)."""

@@ -16,9 +16,11 @@ import pytest
 import torch
 from torch import nn
 
+from attnviz.analysis.query_key import query_key
 from attnviz.loading import build_module
 from attnviz.transformer.kv_cache import KVCache
 from attnviz.transformer.model import Transformer
+from attnviz.transformer.record import Recorder
 from tests.helpers.decoding import step_by_step
 from tests.helpers.tiny_hf import ATTENTION_TOL, HIDDEN_TOL, assert_parity, batch, deepseek, hf_model
 
@@ -145,3 +147,25 @@ def test_the_latent_cache_decodes_as_the_full_forward(models):
     assert tuple(cache[0].keys.shape) == (1, 1, t, c.kv_lora_rank)  # the latent per token
     assert tuple(cache[0].values.shape) == (1, 1, t, c.qk_rope_head_dim)  # the shared rotary key per token
     assert cache.nbytes == c.n_layers * t * (c.kv_lora_rank + c.qk_rope_head_dim) * 4
+
+
+def test_the_query_key_view_splits_the_score_into_the_latent_and_the_rotary_terms(models):
+    """For every head and query of the first sequence: the no-rope term (the query against the key rebuilt from
+    the latent) plus the rotary term (against the shared rotary key) are the content score, and their softmax
+    is HF's attention row."""
+    _, ours, ref, _ = models["v3"]
+    ids = batch(0)[0][:1]
+    with torch.no_grad():
+        record = ours(ids, record=Recorder("queries", "keys")).record
+    hf_rows = torch.stack(ref.attentions)[:, 0].double().numpy()  # L, H, T, S
+    worst, t = 0.0, ids.shape[1]
+    for layer in range(ours.config.n_layers):
+        queries, keys = record.stacked("queries")[layer, 0].numpy(), record.stacked("keys")[layer, 0].numpy()
+        for head in range(ours.config.n_heads):
+            for position in range(t):
+                view = query_key(queries, keys, ours.kv_group, head, position, **ours.score_setup(layer, head))
+                nope, rope = view.parts["no-rope"], view.parts["rope"]
+                assert abs(nope + rope - view.products.sum(-1)).max() <= 1e-9
+                assert abs(rope[:position + 1]).max() > 0 and abs(nope[:position + 1]).max() > 0
+                worst = max(worst, float(abs(view.probabilities - hf_rows[layer, head, position]).max()))
+    assert worst <= ATTENTION_TOL
