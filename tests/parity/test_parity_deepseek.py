@@ -14,8 +14,11 @@ import dataclasses
 
 import pytest
 import torch
+import transformers as tf
+from safetensors.torch import load_file
 from torch import nn
 
+import attnviz
 from attnviz.analysis.query_key import query_key
 from attnviz.loading import build_module
 from attnviz.transformer.kv_cache import KVCache
@@ -23,6 +26,7 @@ from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import Recorder
 from tests.helpers.decoding import step_by_step
 from tests.helpers.tiny_hf import ATTENTION_TOL, HIDDEN_TOL, assert_parity, batch, deepseek, hf_model
+from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 CLEAR = 1e-3  # a switched-off part must miss parity by at least this much
 YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4,
@@ -169,3 +173,24 @@ def test_the_query_key_view_splits_the_score_into_the_latent_and_the_rotary_term
                 assert abs(rope[:position + 1]).max() > 0 and abs(nope[:position + 1]).max() > 0
                 worst = max(worst, float(abs(view.probabilities - hf_rows[layer, head, position]).max()))
     assert worst <= ATTENTION_TOL
+
+
+def test_a_saved_deepseek_v3_folder_loads_through_attnviz_load(tmp_path):
+    """save_pretrained's files (one module per expert, as hub checkpoints keep them) and a tokenizer:
+    attnviz.load gives HF's attention and logits on a text."""
+    tokenizer = bpe_tokenizer(bos=True)
+    hf = hf_model(deepseek(3, **V3, vocab_size=tokenizer.get_vocab_size(), pad_token_id=1))
+    hf.set_experts_implementation("eager")
+    hf.save_pretrained(tmp_path)
+    tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(tmp_path)
+    on_disk = load_file(str(tmp_path / "model.safetensors"))
+    assert "model.layers.1.mlp.experts.7.gate_proj.weight" in on_disk  # the hub's per-expert names: stacked here
+    model = attnviz.load(str(tmp_path), device="cpu")
+    assert model.info.model_type == "deepseek_v3" and model.info.attention_kind == "MLA"
+    trace = model.run("The keys to the cabinet are on the table, and the cat sat on the mat.")
+    ids = torch.tensor([trace.input_ids])
+    with torch.no_grad():
+        ref = hf(input_ids=ids, output_attentions=True)
+        logits = model.module.unembed(torch.as_tensor(trace.hidden)[None])[0]
+    assert abs(trace.attentions - torch.stack(ref.attentions)[:, 0].numpy()).max() <= ATTENTION_TOL
+    assert (logits - ref.logits[0]).abs().max() <= HIDDEN_TOL
