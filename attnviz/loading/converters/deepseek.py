@@ -55,6 +55,8 @@ def deepseek_config(hf: dict) -> ModelConfig:
         router, n_group, topk_group = "softmax_group", 1, 1
     else:
         raise ValueError(f"topk_method {hf['topk_method']!r} is not supported for {model_type}")
+    if not hf.get("num_experts_per_tok"):  # DeepSeek-V2's default config leaves it unset; HF cannot route then
+        raise ValueError(f"{model_type} without num_experts_per_tok is not supported")
     attention_bias = bool(hf.get("attention_bias", False))
     return ModelConfig(
         family=model_type,
