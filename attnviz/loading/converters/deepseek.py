@@ -18,12 +18,13 @@ language model and are ignored, as HF does.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
-from attnviz.loading.converters.llama_like import convert_decoder, decoder_sizes
-from attnviz.loading.converters.rotary import rope_settings
+from attnviz.loading.converters.llama import llama_config
+from attnviz.loading.converters.llama_like import convert_decoder
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.config import ModelConfig
 
@@ -34,13 +35,12 @@ def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 def deepseek_config(hf: dict) -> ModelConfig:
     model_type = hf["model_type"]
-    if hf.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"hidden_act {hf['hidden_act']!r} is not supported for {model_type}")
     if hf.get("mlp_bias"):
         raise ValueError(f"{model_type} with mlp_bias=True is not supported")
-    theta, scaling = rope_settings(hf)
     head_dim = hf["qk_nope_head_dim"] + hf["qk_rope_head_dim"]
-    scale = head_dim**-0.5
+    # Llama's sizes, norms, gated SiLU MLP, rotary settings and attention_bias, under DeepSeek's name.
+    dense = llama_config({**hf, "model_type": "llama", "head_dim": head_dim})
+    scaling, scale = dense.rope_scaling, head_dim**-0.5
     if scaling is not None:
         if scaling.get("factor") is None and "original_max_position_embeddings" in scaling:
             scaling = {**scaling, "factor": hf["max_position_embeddings"] / scaling["original_max_position_embeddings"]}
@@ -57,24 +57,13 @@ def deepseek_config(hf: dict) -> ModelConfig:
         raise ValueError(f"topk_method {hf['topk_method']!r} is not supported for {model_type}")
     if not hf.get("num_experts_per_tok"):  # DeepSeek-V2's default config leaves it unset; HF cannot route then
         raise ValueError(f"{model_type} without num_experts_per_tok is not supported")
-    attention_bias = bool(hf.get("attention_bias", False))
-    return ModelConfig(
+    return dataclasses.replace(
+        dense,
         family=model_type,
-        **{**decoder_sizes(hf), "n_kv_heads": None},  # every head its own keys: no KV-head count
-        head_dim=head_dim,
-        norm="rmsnorm",
-        norm_eps=hf.get("rms_norm_eps", 1e-6),
-        norm_placement="pre",
-        gated_mlp=True,
-        activation="silu",
-        rope_theta=theta,
+        n_kv_heads=None,  # every head its own keys: no KV-head count
         rope_scaling=scaling,
         rotary_dim=hf["qk_rope_head_dim"],
         attn_scale=scale,
-        qkv_bias=attention_bias,
-        out_bias=attention_bias,
-        mlp_bias=False,
-        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         kv_lora_rank=hf["kv_lora_rank"],
         q_lora_rank=hf.get("q_lora_rank"),
         qk_rope_head_dim=hf["qk_rope_head_dim"],
