@@ -12,8 +12,10 @@ applied after the sum (`scores` are then the capped scores, `capped` says so); a
 keys a query may see); gpt-oss's learned sink, a logit in the softmax's denominator with no key (the
 probabilities then sum to 1 - `sink_share`); DeBERTa's position terms, content->position and
 position->content (`terms`, recorded by the model: LoadedModel.score_terms), and T5's bucket bias
-(LoadedSeq2Seq.score_terms), added to q.k as their sum in `bias` and kept by name in `terms`. Pure numpy
-on arrays recorded by the caller.
+(LoadedSeq2Seq.score_terms), added to q.k as their sum in `bias` and kept by name in `terms`. DeepSeek's
+latent attention (MLA) splits q.k itself: the first qk_nope_head_dim dimensions are the query against the key
+rebuilt from the latent, the rest the rotary query against the rotary key every head shares (`parts`). Pure
+numpy on arrays recorded by the caller.
 
 Shapes: H query heads, K key/value heads, T query positions, S key positions, D head dim.
 """
@@ -42,6 +44,7 @@ class QueryKeyView:
     capped: bool = False  # scores went through a soft-cap
     sink_share: float = 0.0  # the weight the learned sink took (the probabilities sum to 1 - this)
     terms: dict | None = None  # name -> [S]: the position terms that make up `bias` (DeBERTa's c2p, p2c)
+    parts: dict | None = None  # "no-rope", "rope" -> [S]: MLA's content score split at `rope_from` (they sum to it)
 
     @property
     def head_dim(self) -> int:
@@ -50,13 +53,16 @@ class QueryKeyView:
 
 def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal: bool = False,
               scale: float | None = None, window: int | None = None, softcap: float | None = None,
-              slope: float | None = None, sink: float | None = None, terms: dict | None = None) -> QueryKeyView:
+              slope: float | None = None, sink: float | None = None, terms: dict | None = None,
+              rope_from: int | None = None) -> QueryKeyView:
     """The view for `head` and query position `query`, from one layer's queries [H, T, D] and keys
     [K, S, D]. `causal` hides keys after the query (aligned at the end when keys include a prefix);
     `window` hides keys beyond a sliding window (causal: the last `window` keys; otherwise keys more than
     window // 2 away, ModernBERT's band); `scale` defaults to 1 / sqrt(D), the kernel's; `slope` is the
     head's ALiBi slope, `softcap` the score cap, `sink` the head's learned sink logit, `terms` named [S]
-    score terms of this query beside q.k (DeBERTa's c2p and p2c; see the module docstring)."""
+    score terms of this query beside q.k (DeBERTa's c2p and p2c; see the module docstring). `rope_from`: where
+    the rotary dimensions of each head start (MLA: after qk_nope_head_dim); the view then keeps the content
+    score's two parts, the latent's no-rope term and the shared rotary key's term, in `parts`."""
     q_all, k_all = np.asarray(queries, dtype=np.float64), np.asarray(keys, dtype=np.float64)
     if q_all.ndim != 3 or k_all.ndim != 3 or q_all.shape[-1] != k_all.shape[-1]:
         raise ValueError(f"queries must be [H, T, D] and keys [K, S, D], got {q_all.shape} and {k_all.shape}")
@@ -101,4 +107,6 @@ def query_key(queries, keys, kv_group: list[int], head: int, query: int, causal:
         negative=np.where(products < 0, products, 0).sum(axis=-1), visible=visible,
         probabilities=probabilities, capped=softcap is not None,
         sink_share=0.0 if sink is None else float(1.0 - probabilities.sum()), terms=extra or None,
+        parts=None if rope_from is None else {"no-rope": products[:, :rope_from].sum(axis=-1),
+                                              "rope": products[:, rope_from:].sum(axis=-1)},
     )

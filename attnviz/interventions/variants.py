@@ -52,6 +52,13 @@ NAMED_MODELS = {
         ("Qwen2-7B", "28", "4"),
         ("SmolLM2-135M", "9", "3"),
     ],
+    # MLA (attnviz.interventions.latent_kv): no KV heads are cached but one latent and one rotary key per token,
+    # shared by every head; the "KV heads" column gives their widths (config.json of each checkpoint).
+    "MLA": [
+        ("DeepSeek-V2 (DeepSeek-AI 2024), V2-Lite", "128 / 16", "latent 512 + rotary key 64"),
+        ("DeepSeek-V3 / R1", "128", "latent 512 + rotary key 64"),
+        ("Kimi K2 (Moonshot AI 2025)", "64", "latent 512 + rotary key 64"),
+    ],
 }
 # Gemini's architecture is not published, so it is named under no variant; Gemma, its open sibling,
 # documents its own: MQA in Gemma 2B, MHA in Gemma 7B (Gemma report, 2024).

@@ -51,6 +51,10 @@ FAMILIES = [
            "mistralai/Mixtral-8x7B-v0.1"),
     Family("gpt-oss", ("gpt_oss",), "GQA, learned sinks (rows sum to < 1), sliding/full layers, YaRN; experts",
            "dequantized checkpoints only (openai/gpt-oss-20b ships MXFP4 experts: refused)"),
+    Family("DeepSeek-V2, DeepSeek-V3, Kimi K2", ("deepseek_v2", "deepseek_v3"),
+           "multi-head latent attention (keys and values rebuilt per head from a latent, a shared rotary key, "
+           "YaRN mscale), latent KV cache; shared and group-routed experts",
+           "deepseek-ai/DeepSeek-V2-Lite, moonshotai/Moonlight-16B-A3B (tiny random configs tested)"),
     Family("GPT-NeoX, Pythia", ("gpt_neox",), "MHA, partial rotary (rotary_pct), parallel or sequential residual",
            "EleutherAI/pythia-70m, EleutherAI/pythia-160m"),
     Family("GPT-Neo", ("gpt_neo",), "MHA, learned positions, global/local (windowed) layers, unscaled scores",

@@ -47,6 +47,8 @@ def extras(config: ModelConfig) -> list[tuple[str, dict]]:
         found.append(("embedding_size", {"width": c.embedding_size}))
     if c.shared_layers:
         found.append(("shared_layers", {}))
+    if c.kv_lora_rank is not None:
+        found.append(("latent", {"rank": c.kv_lora_rank, "rope": c.qk_rope_head_dim}))
     if c.n_experts is not None:
         found.append(("experts", {"k": c.experts_per_token, "n": c.n_experts}))
     return found

@@ -16,7 +16,9 @@ from torch import nn
 from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.deberta import DisentangledAttention
+from attnviz.transformer.deepseek_moe import DeepSeekMoE
 from attnviz.transformer.layers import MLP, GatedMLP, MixtureOfExperts, make_norm
+from attnviz.transformer.mla import LatentAttention
 from attnviz.transformer.record import NOTHING
 
 
@@ -24,6 +26,9 @@ def make_attention(config: ModelConfig) -> nn.Module:
     c = config
     if c.pos_att_type:  # DeBERTa: content and relative-position terms in one score
         return DisentangledAttention(c)
+    if c.kv_lora_rank is not None:  # DeepSeek's multi-head latent attention
+        return LatentAttention(c.d_model, c.n_heads, c.kv_lora_rank, c.dim_per_head - c.qk_rope_head_dim,
+                               c.qk_rope_head_dim, c.value_dim, c.q_lora_rank, bias=c.out_bias, scale=c.attn_scale)
     return MultiHeadAttention(
         c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, qkv_bias=c.qkv_bias, out_bias=c.out_bias,
         scale=c.attn_scale, softcap=c.attn_softcap, qk_norm=c.qk_norm, norm=c.norm, norm_eps=c.norm_eps,
@@ -31,9 +36,13 @@ def make_attention(config: ModelConfig) -> nn.Module:
     )
 
 
-def make_mlp(config: ModelConfig) -> nn.Module:
+def make_mlp(config: ModelConfig, layer: int = 0) -> nn.Module:
     c = config
-    if c.n_experts is not None:
+    if c.router in ("softmax_group", "sigmoid_group") and layer >= c.dense_layers:  # DeepSeekMoE
+        return DeepSeekMoE(c.d_model, c.moe_d_ff or c.d_ff, c.n_experts, c.experts_per_token, c.router,
+                           c.n_shared_experts, c.n_group, c.topk_group, c.routed_scaling_factor, c.norm_topk_prob,
+                           c.activation)
+    if c.n_experts is not None and c.router not in ("softmax_group", "sigmoid_group"):
         return MixtureOfExperts(c.d_model, c.d_ff, c.n_experts, c.experts_per_token, c.activation, c.router,
                                 c.expert_glu, c.glu_limit, bias=c.mlp_bias)
     mlp = GatedMLP if c.gated_mlp else MLP
@@ -43,13 +52,14 @@ def make_mlp(config: ModelConfig) -> nn.Module:
 class Block(nn.Module):
     """Attention and MLP, each with a residual, with norms placed as `config.norm_placement` says."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int = 0) -> None:
+        """layer: which block this is (DeepSeek's first layers have a dense MLP, the others experts)."""
         super().__init__()
         c = config
         self.placement, self.residual = c.norm_placement, c.residual
         self.pre_norm = c.pre_norm
         self.attn = make_attention(c)
-        self.mlp = make_mlp(c)
+        self.mlp = make_mlp(c, layer)
         # attn_norm/mlp_norm: the norms before (pre, sandwich, parallel) or after (post) each sublayer's
         # residual; attn_post_norm/mlp_post_norm: on each sublayer's output (sandwich, after).
         self.attn_norm = make_norm(c.norm, c.d_model, c.norm_eps) if c.norm_placement != "after" else None

@@ -80,9 +80,25 @@ class ModelConfig:
     # --- mixture of experts (Mixtral, gpt-oss) ---
     n_experts: int | None = None  # None: a dense MLP
     experts_per_token: int = 2
-    router: Literal["softmax_topk", "topk_softmax"] = "softmax_topk"  # Mixtral / gpt-oss order
+    # Mixtral / gpt-oss order; DeepSeek-V2's softmax and V3's sigmoid, group-limited (attnviz.transformer.deepseek_moe)
+    router: Literal["softmax_topk", "topk_softmax", "softmax_group", "sigmoid_group"] = "softmax_topk"
     expert_glu: Literal["gated", "clamped_swiglu"] = "gated"  # clamped_swiglu: gpt-oss (alpha 1.702, limit)
     glu_limit: float | None = None
+    # --- DeepSeek-V2/V3's multi-head latent attention and mixture of experts (attnviz.transformer.mla) ---
+    # kv_lora_rank set: MLA. Keys and values are rebuilt per head from one latent of this width per token,
+    # plus one rotary key of qk_rope_head_dim shared by every head; head_dim is then qk_nope + qk_rope (the
+    # query-key width), rotary_dim qk_rope_head_dim, attn_scale 1/sqrt(head_dim) times YaRN's mscale^2.
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None  # the query's low-rank path (q_a_proj, q_a_layernorm, q_b_proj); None: q_proj
+    qk_rope_head_dim: int = 0
+    v_head_dim: int | None = None  # each head's value width; None: head_dim
+    n_shared_experts: int = 0  # experts every token goes through beside the routed ones (DeepSeekMoE)
+    moe_d_ff: int | None = None  # each expert's width (d_ff is the dense layers'); None: d_ff
+    dense_layers: int = 0  # the first layers with a dense MLP instead of experts (first_k_dense_replace)
+    n_group: int = 1  # experts in groups; a token picks its topk_group best groups, then experts in them
+    topk_group: int = 1
+    routed_scaling_factor: float = 1.0
+    norm_topk_prob: bool = False
 
     def __post_init__(self) -> None:
         bad = {
@@ -148,7 +164,14 @@ class ModelConfig:
         return self.head_dim or self.d_model // self.n_heads
 
     @property
+    def value_dim(self) -> int:
+        """Each head's value (and head output) width: head_dim but for MLA's v_head_dim."""
+        return self.v_head_dim or self.dim_per_head
+
+    @property
     def attention_kind(self) -> str:
+        if self.kv_lora_rank is not None:
+            return "MLA"
         if self.kv_heads == self.n_heads:
             return "MHA"
         return "MQA" if self.kv_heads == 1 else "GQA"

@@ -4,7 +4,9 @@ already computed, so decoding token t+1 projects only that token instead of all 
 The cache holds keys and values per key/value head, [B, K, S, D], before `repeat_kv`: this is where
 MQA (K = 1) and GQA (K = groups) save memory, 1/H and K/H of MHA's cache. New entries are appended
 with `torch.cat`, as Hugging Face's DynamicCache does, so the tensors held are exactly the length
-decoded and `nbytes` measures what the cache really holds.
+decoded and `nbytes` measures what the cache really holds. DeepSeek's latent attention
+(attnviz.transformer.mla) keeps its latent [B, 1, S, kv_lora_rank] as `keys` and its shared rotary key
+[B, 1, S, qk_rope_head_dim] as `values`: no per-head keys or values at all.
 """
 
 from __future__ import annotations

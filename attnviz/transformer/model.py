@@ -59,7 +59,7 @@ class Transformer(nn.Module):
         self.embedding_norm = make_norm(c.norm, side, c.norm_eps) if c.embedding_norm else None
         # ALBERT: one block run n_layers times (the list holds the same module; state_dict names each).
         shared = Block(c) if c.shared_layers else None
-        self.blocks = nn.ModuleList(Block(c) if shared is None else shared for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(Block(c, layer) if shared is None else shared for layer in range(c.n_layers))
         if not c.first_attn_norm:  # ModernBERT: layer 0 reads the (already normed) embeddings as they are
             self.blocks[0].attn_norm = None
         self.relative = RelativeEmbeddings(c) if c.pos_att_type else None  # DeBERTa's shared table
@@ -138,11 +138,13 @@ class Transformer(nn.Module):
 
     def score_setup(self, layer: int, head: int) -> dict:
         """How layer `layer`'s head `head` turns q.k into a score, as plain numbers (analysis.query_key's
-        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit."""
+        keyword arguments): causal, scale, window, soft-cap, ALiBi slope, learned sink logit, and for MLA
+        where each head's rotary dimensions start."""
         attn, config = self.blocks[layer].attn, self.config
         return {"causal": config.causal, "scale": attn.scale, "window": config.window(layer),
                 "softcap": attn.softcap, "slope": None if self.slopes is None else float(self.slopes[head]),
-                "sink": None if attn.sinks is None else float(attn.sinks[head].detach())}
+                "sink": None if attn.sinks is None else float(attn.sinks[head].detach()),
+                "rope_from": getattr(attn, "nope", None)}  # MLA: where the rotary part of q and k starts
 
     def layer_inputs(self, input_ids, attention_mask=None, past: int = 0, positions=None) -> list[LayerInput]:
         """Each layer's mask, rotary and bias for this input (shared between layers that attend alike)."""

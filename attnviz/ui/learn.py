@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.ui import learn_positions
+from attnviz.ui import learn_mla, learn_positions
 from attnviz.ui.common import (
     LEARN_D_MODELS,
     LEARN_HEADS,
@@ -68,6 +68,7 @@ def render() -> None:
     d_model, n_heads, n_kv_heads = variants()
     n_tokens = measured(d_model, n_heads, n_kv_heads)
     named_models()
+    learn_mla.render(model)
     attention_kinds()
     original(model)
     text, groups = kv_sections(model, source)
@@ -220,6 +221,8 @@ def kv_sections(model, source: str) -> tuple[str | None, int | None]:
         st.warning(t("learn_too_long", limit=SENTENCE_TOKENS, n=n))
     if model.info.attention_kind == "MHA":
         return text, conversion(model, source, text, usable)
+    if model.info.attention_kind == "MLA":  # every head its own keys: no groups to pool or compare
+        return text, None
     kv_groups(model, source, text, usable)
     return text, None
 

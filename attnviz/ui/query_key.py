@@ -20,6 +20,7 @@ from attnviz.workbench import lenses as lens_store
 from attnviz.workbench import shelf
 
 QK_KEYS = 48  # keys the query-key view draws at most: the visible ones with the highest weight
+QK_PARTS = 8  # keys whose MLA score terms are listed
 
 
 def query_key_view(info, trace, source: str, text: str, text_b: str | None, layer: int, head: int) -> None:
@@ -87,3 +88,14 @@ def query_key_figures(trace, labels: list[str], source: str, recorded: dict, lay
     top = int(shown[np.argmax(view.probabilities[shown])])
     st.caption(md(f"{position}: {labels[position]} → {top}: {labels[top]}  ({t('qk_score')} "
                   f"{view.scores[top]:.3f}, {t('qk_weight')} {view.probabilities[top]:.3f})"))
+    if view.parts is not None:  # MLA: the latent's no-rope term and the shared rotary key's term
+        latent_parts(view, shown, key_labels)
+
+
+def latent_parts(view, shown, key_labels: list[str]) -> None:
+    """MLA's content score as its two terms, for the keys with the highest weight."""
+    st.caption(t("qk_mla"))
+    best = np.argsort(-view.probabilities[shown], kind="stable")[:QK_PARTS]
+    st.table([{t("qk_key"): key_labels[i], t("qk_nope"): round(float(view.parts["no-rope"][shown[i]]), 4),
+               t("qk_rope"): round(float(view.parts["rope"][shown[i]]), 4),
+               t("qk_weight"): round(float(view.probabilities[shown[i]]), 4)} for i in best])

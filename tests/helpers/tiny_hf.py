@@ -115,6 +115,11 @@ def gpt_oss(n_layers=3, sliding_window=4, swiglu_limit=0.05, **extra):
 
 
 GQA = dict(num_key_value_heads=2)
+# DeepSeek's MLA and MoE, small: a latent of 16 for 4 heads of 12 no-rope + 8 rope dims and values of 10, 8
+# experts in 4 groups (2 groups kept, 2 experts a token), the first layer dense.
+DEEPSEEK = dict(num_key_value_heads=4, kv_lora_rank=16, qk_nope_head_dim=12, qk_rope_head_dim=8, v_head_dim=10,
+                moe_intermediate_size=12, n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2,
+                first_k_dense_replace=1)
 COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
               max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 EXTRA = {
@@ -140,7 +145,17 @@ EXTRA = {
     "deberta-v2": dict(relative_attention=True, pos_att_type="p2c|c2p", position_biased_input=False, position_buckets=4,
                        max_relative_positions=16, share_att_key=True, norm_rel_ebd="layer_norm"),
     "electra": dict(embedding_size=16), "albert": dict(embedding_size=16),
+    "deepseek_v2": DEEPSEEK | dict(q_lora_rank=None, n_shared_experts=2, topk_method="group_limited_greedy"),
+    "deepseek_v3": DEEPSEEK | dict(q_lora_rank=24, n_shared_experts=1, routed_scaling_factor=2.5),
 }
+
+
+def deepseek(version: int = 3, **extra):
+    """A tiny DeepSeek-V2 or V3 causal LM (COMMON and DEEPSEEK, with positions up to 256); `extra` overrides."""
+    settings = {**COMMON, "max_position_embeddings": 256, **DEEPSEEK, **extra}
+    if version == 2:
+        return lambda: tf.DeepseekV2ForCausalLM(tf.DeepseekV2Config(**settings))
+    return lambda: tf.DeepseekV3ForCausalLM(tf.DeepseekV3Config(**settings))
 
 
 def tiny(model_type: str):

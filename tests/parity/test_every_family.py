@@ -41,9 +41,9 @@ def test_the_recorder_keeps_every_name_and_scores_give_probabilities(family):
     shapes = {"attentions": (c.n_layers, 1, c.n_heads, T, T), "scores": (c.n_layers, 1, c.n_heads, T, T),
               "queries": (c.n_layers, 1, c.n_heads, T, c.dim_per_head),
               "keys": (c.n_layers, 1, c.kv_heads, T, c.dim_per_head),
-              "values": (c.n_layers, 1, c.kv_heads, T, c.dim_per_head),
+              "values": (c.n_layers, 1, c.kv_heads, T, c.value_dim),  # MLA's values are narrower
               "value_norms": (c.n_layers, 1, c.n_heads, T),
-              "head_outputs": (c.n_layers, 1, c.n_heads, T, c.dim_per_head)}
+              "head_outputs": (c.n_layers, 1, c.n_heads, T, c.value_dim)}
     for name, shape in shapes.items():
         assert tuple(record.stacked(name).shape) == shape, (model_type, name)
     if not c.attn_sinks:  # with sinks the softmax has one more term (tests/transformer/test_attention_kinds.py)

@@ -89,6 +89,19 @@ def test_named_models_are_accurate(page):
     assert any("Gemini" in c.value and "not published" in c.value for c in page.caption)
 
 
+def test_mla_beside_mha_gqa_mqa_measured_at_two_sizes(page):
+    """The original Transformer's size (DeepSeek's ratio: a latent of 256 and a rotary key of 32 for heads of
+    64) and the loaded MiniLM's (384 wide, 12 heads of 32, 6 layers), from the cache tensors after decoding."""
+    original, loaded = page.table[2].value, page.table[3].value
+    assert list(original["variant"]) == ["MHA", "GQA", "MQA", "MLA"]
+    per_layer = [2 * 8 * 64 * 4, 2 * 2 * 64 * 4, 2 * 64 * 4, (256 + 32) * 4]
+    assert [cell.split(" B ")[0] for cell in original["KV cache memory (measured)"]] == [f"{n:,}" for n in per_layer]
+    assert "DeepSeek-V3 / R1" in original["used by"].iloc[3]
+    per_layer = [2 * 12 * 32 * 4, 2 * 3 * 32 * 4, 2 * 32 * 4, (4 * 32 + 16) * 4]
+    assert [cell.split(" B ")[0] for cell in loaded["KV cache memory (measured)"]] == [f"{n:,}" for n in per_layer]
+    assert f"{6 * (4 * 32 + 16) * 4:,} B per token over 6 layers" in loaded["KV cache memory (measured)"].iloc[3]
+
+
 def test_conversion_on_minilm():
     require_offline(MINILM)
     at = open_learn(text="The keys to the cabinet are on the table.", groups="12")
@@ -132,3 +145,4 @@ def test_kv_groups_on_smollm2_in_chinese():
     assert ((table["同一 KV 组内"] > 0) & (table["不同 KV 组间"] < 1)).all()
     assert any("p < 0.05" in c.value for c in at.caption)
     assert "KV 头数" in at.table[0].value.columns  # the side-by-side table's columns in Chinese
+    assert {"K、V 共享方式", "显存占用", "使用者"} <= set(at.table[2].value.columns)  # MLA beside the others

@@ -10,6 +10,7 @@ from attnviz.loading.converters.bart import bart_config, convert_bart
 from attnviz.loading.converters.bert import bert_config, convert_bert
 from attnviz.loading.converters.bloom import bloom_config, convert_bloom
 from attnviz.loading.converters.deberta import convert_deberta_v2, deberta_v2_config
+from attnviz.loading.converters.deepseek import convert_deepseek, deepseek_config
 from attnviz.loading.converters.distilbert import convert_distilbert, distilbert_config
 from attnviz.loading.converters.electra import convert_electra, electra_config
 from attnviz.loading.converters.gemma import convert_gemma, gemma_config
@@ -39,6 +40,7 @@ __all__ = [
     "convert_bert",
     "convert_bloom",
     "convert_deberta_v2",
+    "convert_deepseek",
     "convert_distilbert",
     "convert_electra",
     "convert_gemma",
@@ -58,6 +60,7 @@ __all__ = [
     "convert_smollm3",
     "convert_t5",
     "deberta_v2_config",
+    "deepseek_config",
     "distilbert_config",
     "electra_config",
     "gemma_config",
