@@ -34,6 +34,7 @@ import torch
 
 from attnviz.tracing.model import LoadedModel
 from attnviz.transformer.decompose import DECOMPOSE_NAMES, frozen_norm, stream_parts
+from attnviz.transformer.mla import LatentAttention
 from attnviz.transformer.record import Recorder
 from attnviz.transformer.rope import apply_rotary
 
@@ -161,10 +162,43 @@ def _side(attention, norm, parts: torch.Tensor, projection, qk_norm, n_heads: in
     values = values.view(*values.shape[:2], n_heads, attention.head_dim)[:, :, head]  # P + 1, N, D
     if qk_norm is not None and attention.qk_norm == "head":  # Qwen3, Gemma 3: over this head's D
         values = _frozen(qk_norm, values)
-    if rotary is not None:
-        cos, sin = (r[:1, positions].double() for r in rotary)  # 1, N, R
-        values = apply_rotary(values[:, None], cos, sin)[:, 0]  # a rotation per position: linear
+    return _rotated(values, rotary, positions)
+
+
+def _through(values: torch.Tensor, linear) -> torch.Tensor:
+    """[P + 1, N, W] (the bias row last) through a linear map; its bias joins the last row."""
+    values = values @ linear.weight.double().T
+    if linear.bias is not None:
+        values[-1] = values[-1] + linear.bias.double()
     return values
+
+
+def _rotated(values: torch.Tensor, rotary, positions: list[int]) -> torch.Tensor:
+    if rotary is None:
+        return values
+    cos, sin = (r[:1, positions].double() for r in rotary)  # 1, N, R
+    return apply_rotary(values[:, None], cos, sin)[:, 0]  # a rotation per position: linear
+
+
+def _latent_sides(attention: LatentAttention, norm, parts: torch.Tensor, head: int, rotary, positions: list[int]):
+    """MLA (DeepSeek): the query and key sides [P + 1, N, D] of head `head`, each the no-rope part then the
+    rotated rope part. The query comes from q_proj, or the low-rank path with its norm frozen; the key's
+    no-rope part from the latent (kv_a_proj_with_mqa, kv_a_layernorm frozen, this head's rows of kv_b_proj),
+    its rope part from the rotary key every head shares."""
+    values = parts if norm is None else _frozen(norm, parts)  # P, N, C
+    values = torch.cat([values, values.new_zeros(1, *values.shape[1:])])  # P + 1: the projections' biases last
+    nope = attention.nope
+    if attention.q_proj is not None:
+        q = _through(values, attention.q_proj)
+    else:
+        q = _through(_frozen(attention.q_a_layernorm, _through(values, attention.q_a_proj)), attention.q_b_proj)
+    q = q.view(*q.shape[:2], attention.n_heads, attention.head_dim)[:, :, head]  # P + 1, N, D
+    q = torch.cat([q[..., :nope], _rotated(q[..., nope:], rotary, positions)], dim=-1)
+    compressed = _through(values, attention.kv_a_proj_with_mqa)  # P + 1, N, R + rope
+    latent = _frozen(attention.kv_a_layernorm, compressed[..., :attention.kv_lora_rank])
+    kv = _through(latent, attention.kv_b_proj).view(*latent.shape[:2], attention.n_heads, -1)[:, :, head]
+    k = torch.cat([kv[..., :nope], _rotated(compressed[..., attention.kv_lora_rank:], rotary, positions)], dim=-1)
+    return q, k
 
 
 def _visible(mask, query: int, key: int, t: int) -> bool:
@@ -200,10 +234,14 @@ def attribute(module, record: Recorder, input_ids: torch.Tensor, layer: int, hea
     positions = [query, *keys]
     parts = stream_parts(module, record, input_ids, positions, layer, token_type_ids)
     norm = _reads_norm(block)
-    q = _side(attention, norm, parts.values, attention.q_proj, attention.q_norm, attention.n_heads, head,
-              rotary, positions)[:, 0]  # Q, D
-    k = _side(attention, norm, parts.values, attention.k_proj, attention.k_norm, attention.n_kv_heads, kv_head,
-              rotary, positions)[:, 1:]  # K, len(keys), D
+    if isinstance(attention, LatentAttention):
+        q, k = _latent_sides(attention, norm, parts.values, head, rotary, positions)
+        q, k = q[:, 0], k[:, 1:]  # Q, D; K, len(keys), D
+    else:
+        q = _side(attention, norm, parts.values, attention.q_proj, attention.q_norm, attention.n_heads, head,
+                  rotary, positions)[:, 0]  # Q, D
+        k = _side(attention, norm, parts.values, attention.k_proj, attention.k_norm, attention.n_kv_heads,
+                  kv_head, rotary, positions)[:, 1:]  # K, len(keys), D
     scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
     sign = torch.tensor([1.0] if key2 is None else [1.0, -1.0], dtype=torch.float64)  # key2: key minus key2
     matrix = scale * torch.einsum("ad,bnd,n->ab", q, k, sign)  # Q, K
