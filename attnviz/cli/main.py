@@ -1,5 +1,6 @@
 """Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...` (or `attnviz ...`, the
-console script an install gives); `attnviz app [streamlit options]` starts the app."""
+console script an install gives); `attnviz app [streamlit options]` starts the app; `lens`, `attribute` and
+`routes` are attnviz.cli.readout's."""
 
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
+    from attnviz.cli import readout
+    readout.add_parsers(commands)
+
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
         args = argparse.Namespace(command="app", streamlit_args=argv[1:])
@@ -88,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
+        if args.command in readout.COMMANDS:
+            return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
                 "blimp": _blimp}[args.command](args)
     except (ValueError, OSError) as error:
