@@ -21,6 +21,9 @@ def add_parsers(commands) -> None:
     _common(attribute)
     attribute.add_argument("--target", help="one token (default: the model's own top prediction)")
     attribute.add_argument("--contrast", help="one token: attribute the logit difference target - contrast")
+    routes = commands.add_parser("routes", help="information-flow routes (Ferrando & Voita 2024) of the prediction")
+    _common(routes)
+    routes.add_argument("--threshold", type=float, default=0.04, help="the least edge importance kept (0..1)")
 
 
 def _common(parser) -> None:
@@ -34,7 +37,7 @@ def _common(parser) -> None:
 def run(args) -> int:
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)
-    return {"lens": _lens, "attribute": _attribute}[args.command](model, args)
+    return {"lens": _lens, "attribute": _attribute, "routes": _routes}[args.command](model, args)
 
 
 def _lens(model, args) -> int:
@@ -69,6 +72,19 @@ def _attribute(model, args) -> int:
     largest = ", ".join(f"{layer}.{head} {v:+.3f}" for v, layer, head in order[:10])
     print(f"largest heads (layer.head, 0-based): {largest}")
     print("MLPs: " + ", ".join(f"{layer} {v:+.3f}" for layer, v in enumerate(result.mlps)))
+    return 0
+
+
+def _routes(model, args) -> int:
+    from attnviz.interventions.routes import routes
+
+    graph = routes(model, args.text, args.position, args.threshold)
+    if args.json:
+        print(json.dumps(graph.to_json()))
+        return 0
+    print(f"position {graph.position} {graph.tokens[graph.position]!r}, threshold {graph.threshold}: "
+          f"{len(graph.nodes)} nodes, {len(graph.edges)} edges")
+    print("heads on the routes (layer.head, 0-based): " + ", ".join(f"{layer}.{head}" for layer, head in graph.heads()))
     return 0
 
 
