@@ -1,0 +1,66 @@
+"""The Explore page's direct logit attribution (interventions.attribution): a layers x heads grid of each
+head's direct contribution to the target's logit (minus a contrast's) in a diverging scale, clickable to the
+head, the MLPs beside it, the rule in words, and what the selected head promotes and suppresses."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attnviz import plots
+from attnviz.plots import readout as figures
+from attnviz.ui.common import guarded, plot_text, t, workbench
+from attnviz.ui.escape import md
+from attnviz.ui.readout import computed, position, readable, token_box
+from attnviz.ui.widgets import head_grid
+from attnviz.workbench import readout as work
+
+
+@st.fragment
+@guarded
+def attribution_section(model, source: str, text: str, trace, paired: bool) -> None:
+    st.subheader(t("dla_title"))
+    st.caption(t("dla_rule"))
+    if not readable(model, paired):
+        return
+    columns = st.columns(3)
+    with columns[0]:
+        where = position(trace, source, text, "dla")
+    with columns[1]:
+        target = token_box("readout_target", "dla_target", "readout_target_help")
+    with columns[2]:
+        contrast = token_box("dla_contrast", "dla_contrast", "dla_contrast_help")
+    bench = workbench()
+    key = work.attribution_key(source, text, where, target, contrast)
+    result = computed("dla_run", t("dla_run"), key,
+                      lambda progress: work.attribution(bench, source, text, where, target, contrast, progress),
+                      len(trace.tokens))
+    if result is None:
+        return
+    if result.capped:
+        st.caption(t("dla_capped"))
+    if result.masked_lm:
+        st.caption(t("dla_masked_lm"))
+    what = md(repr(result.target_text)) + ("" if result.contrast_id is None else f" − {md(repr(result.contrast_text))}")
+    st.markdown(t("dla_value", what=what, value=result.value, embed=result.embed, heads=float(result.heads.sum()),
+                  mlps=float(result.mlps.sum()), rest=result.rest))
+    grid, column = st.columns([5, 1])
+    head_grid(grid, plots.score_grid(result.heads, t("dla_grid_title"), diverging=True, text=plot_text()),
+              key="dla_grid", in_fragment=True)
+    column.plotly_chart(figures.layer_column(result.mlps, t("dla_mlps_title"), text=plot_text()), key="dla_mlps",
+                        width="stretch")
+    head_vocabulary(model, source, result, key)
+
+
+def head_vocabulary(model, source: str, result, key: tuple) -> None:
+    """The selected head's (the page's layer and head) promoted and suppressed tokens at this position."""
+    n_layers, n_heads = result.heads.shape
+    layer = int(np.clip(st.session_state.get("layer", 0) or 0, 0, n_layers - 1))
+    head = int(np.clip(st.session_state.get("head", 0) or 0, 0, n_heads - 1))
+    tokens = work.head_tokens(workbench(), source, result, key, layer, head)
+    st.markdown(t("dla_head_title", layer=layer, head=head, value=float(result.heads[layer, head])))
+    up, down = st.columns(2)
+    up.dataframe({t("dla_promoted"): [text for _, text, _ in tokens.promoted],
+                  t("dla_change"): [round(v, 3) for _, _, v in tokens.promoted]}, hide_index=True, key="dla_up")
+    down.dataframe({t("dla_suppressed"): [text for _, text, _ in tokens.suppressed],
+                    t("dla_change"): [round(v, 3) for _, _, v in tokens.suppressed]}, hide_index=True, key="dla_down")
