@@ -10,7 +10,6 @@ import streamlit as st
 from attnviz import plots
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
-from attnviz.ui.escape import md
 from attnviz.ui.readout import computed, position, readable, token_box
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import readout as work
@@ -41,8 +40,11 @@ def attribution_section(model, source: str, text: str, trace, paired: bool) -> N
         st.caption(t("dla_capped"))
     if result.masked_lm:
         st.caption(t("dla_masked_lm"))
-    what = md(repr(result.target_text)) + ("" if result.contrast_id is None else f" − {md(repr(result.contrast_text))}")
-    st.markdown(t("dla_value", what=what, value=result.value, embed=result.embed, heads=float(result.heads.sum()),
+    roles = [t("readout_role_target")] + ([] if result.contrast_id is None else [t("readout_role_contrast")])
+    st.dataframe({t("column_token"): [repr(result.target_text), repr(result.contrast_text)][:len(roles)],
+                  t("readout_role"): roles}, hide_index=True, key="dla_tokens")
+    line = "dla_value" if result.contrast_id is None else "dla_value_difference"
+    st.markdown(t(line, value=result.value, embed=result.embed, heads=float(result.heads.sum()),
                   mlps=float(result.mlps.sum()), rest=result.rest))
     grid, column = st.columns([5, 1])
     head_grid(grid, plots.score_grid(result.heads, t("dla_grid_title"), diverging=True, text=plot_text()),
@@ -60,7 +62,8 @@ def head_vocabulary(model, source: str, result, key: tuple) -> None:
     tokens = work.head_tokens(workbench(), source, result, key, layer, head)
     st.markdown(t("dla_head_title", layer=layer, head=head, value=float(result.heads[layer, head])))
     up, down = st.columns(2)
-    up.dataframe({t("dla_promoted"): [text for _, text, _ in tokens.promoted],
-                  t("dla_change"): [round(v, 3) for _, _, v in tokens.promoted]}, hide_index=True, key="dla_up")
-    down.dataframe({t("dla_suppressed"): [text for _, text, _ in tokens.suppressed],
-                    t("dla_change"): [round(v, 3) for _, _, v in tokens.suppressed]}, hide_index=True, key="dla_down")
+    for column, title, rows, key in ((up, "dla_promoted", tokens.promoted, "dla_up"),
+                                     (down, "dla_suppressed", tokens.suppressed, "dla_down")):
+        column.markdown(t(title))
+        column.dataframe({t("column_token"): [text for _, text, _ in rows],
+                          t("dla_change"): [round(v, 3) for _, _, v in rows]}, hide_index=True, key=key)

@@ -9,7 +9,6 @@ import streamlit as st
 
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
-from attnviz.ui.escape import md
 from attnviz.ui.readout import computed, position, readable, token_box
 from attnviz.workbench import readout as work
 
@@ -31,14 +30,17 @@ def logit_lens_section(model, source: str, text: str, trace, paired: bool) -> No
                       lambda progress: work.lens(bench, source, text, where, target, progress), len(trace.tokens))
     if result is None:
         return
-    st.caption(t("lens_target_line", target=md(repr(result.target_text)), rank=int(result.target_rank[-1]) + 1))
+    # Tokens are data: they go in a table's token column, never in a sentence of the page's language.
+    st.dataframe({t("column_token"): [repr(result.target_text)], t("readout_role"): [t("readout_role_target")],
+                  t("lens_column_target_rank"): [int(result.target_rank[-1]) + 1]}, hide_index=True,
+                 key="lens_target_table")
     labels = read_labels(result.labels)
     st.plotly_chart(figures.target_curve(labels, result.target_rank, result.target_prob, result.target_text,
                                          t("lens_curve_title"), t("lens_column_target_rank")), key="lens_curve",
                     width="stretch")
     st.dataframe({
         t("lens_column_read"): labels,
-        t("lens_column_top"): [" · ".join(repr(x) for x in row) for row in result.top_texts],
+        t("column_token"): [" · ".join(repr(x) for x in row) for row in result.top_texts],
         t("column_probability"): [round(float(p), 4) for p in result.top_probs[:, 0]],
         t("lens_column_target_rank"): [int(r) + 1 for r in result.target_rank],
     }, hide_index=True, key="lens_table")

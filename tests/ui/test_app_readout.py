@@ -28,7 +28,7 @@ def test_the_three_sections_draw_on_a_decoder(smollm):
     at.text_input(key="dla_contrast").input(" is").run()
     assert_clean(at)
     expected = attribute(smollm, TEXT, " are", " is")
-    line = next(m.value for m in at.markdown if m.value.startswith("Logit of"))
+    line = next(m.value for m in at.markdown if m.value.startswith("Logit of the target minus"))
     assert f"**{expected.value:.4f}**" in line
     at.text_input(key="dla_target").input(" qzxjvwq").run()
     assert any("not one" in w.value for w in at.warning)
