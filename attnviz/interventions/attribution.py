@@ -69,14 +69,13 @@ def attribute(model: LoadedModel, text: str, target: int | str | None = None, co
     """Direct logit attribution of `target` (an id or one token's text; default the model's own top
     prediction at `position`), minus `contrast` when given, at `position` (readout.default_position).
     `run`: a forward pass already recorded with DECOMPOSE_NAMES (readout.recorded_run)."""
+    target_id, contrast_id = readout.token_id(model, target), readout.token_id(model, contrast)  # before the run
     run = run or readout.recorded_run(model, text, DECOMPOSE_NAMES, position)
     module, where = model.module, run.position
     hidden = run.out.hidden[0, where]
     own = readout.head_logits(module, hidden, capped=False).double()  # V, before any soft-cap
-    target_id = readout.token_id(model, target)
     if target_id is None:
         target_id = int(readout.head_logits(module, hidden).argmax())
-    contrast_id = readout.token_id(model, contrast)
     ids = [target_id] if contrast_id is None else [target_id, contrast_id]
     parts = stream_parts(module, run.out.record, run.ids, [where])
     logits = logit_parts(module, parts, ids).values[:, 0]  # P, K

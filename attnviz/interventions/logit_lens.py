@@ -115,6 +115,7 @@ def logit_lens(model: LoadedModel, text: str, position: int | None = None, targe
     probabilities at every read, the rank and probability of `target` (an id or one token's text; default
     the model's own top prediction there), and (with `grid`) every block read's top-1 token at every
     position. `run`: a forward pass already recorded with LENS_NAMES (readout.recorded_run)."""
+    target_id = readout.token_id(model, target)  # a bad target is refused before the run
     run = run or readout.recorded_run(model, text, LENS_NAMES, position)
     module, where = model.module, run.position
     states = lens_states(module, run.out)
@@ -123,7 +124,6 @@ def logit_lens(model: LoadedModel, text: str, position: int | None = None, targe
     hidden = torch.stack([_finished(module, state[0, where], done) for _, state, done in states])  # R, C
     probs = torch.softmax(readout.head_logits(module, hidden).float(), -1)  # R, V
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    target_id = readout.token_id(model, target)
     if target_id is None:
         target_id = int(top.indices[-1, 0])
     target_prob = probs[:, target_id]

@@ -94,15 +94,9 @@ def token_id(model: LoadedModel, target: int | str | None) -> int | None:
 
 
 def encode_text(model: LoadedModel, text: str):
-    """The encoding of a text the views read, refused when empty or past the model's limit."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("the text is empty: type a sentence")
-    enc = model.encode(text)
-    if enc.overflowing:
-        raise ValueError(f"the text is longer than this model's limit of {model.info.max_tokens} tokens")
-    if not enc.ids:
-        raise ValueError("the text produced no tokens")
-    return enc
+    """The encoding of a text the views read (its special-tokens mask gives the default position)."""
+    effects._ids(model, text)  # refuses an empty text, one without tokens, one past the model's limit
+    return model.encode(text)
 
 
 @torch.inference_mode()

@@ -10,7 +10,7 @@ import streamlit as st
 from attnviz import plots
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
-from attnviz.ui.readout import computed, position, readable, token_box
+from attnviz.ui.readout import computed, opening, token_box
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import readout as work
 
@@ -18,16 +18,13 @@ from attnviz.workbench import readout as work
 @st.fragment
 @guarded
 def attribution_section(model, source: str, text: str, trace, paired: bool) -> None:
-    st.subheader(t("dla_title"))
-    st.caption(t("dla_rule"))
-    if not readable(model, paired):
+    opened = opening(model, "dla_title", "dla_rule", paired, trace, source, text, "dla", n_columns=3)
+    if opened is None:
         return
-    columns = st.columns(3)
-    with columns[0]:
-        where = position(trace, source, text, "dla")
-    with columns[1]:
+    where, (middle, right) = opened
+    with middle:
         target = token_box("readout_target", "dla_target", "readout_target_help")
-    with columns[2]:
+    with right:
         contrast = token_box("dla_contrast", "dla_contrast", "dla_contrast_help")
     bench = workbench()
     key = work.attribution_key(source, text, where, target, contrast)

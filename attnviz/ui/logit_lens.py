@@ -9,20 +9,17 @@ import streamlit as st
 
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
-from attnviz.ui.readout import computed, position, readable, token_box
+from attnviz.ui.readout import computed, opening, token_box
 from attnviz.workbench import readout as work
 
 
 @st.fragment
 @guarded
 def logit_lens_section(model, source: str, text: str, trace, paired: bool) -> None:
-    st.subheader(t("lens_title"))
-    st.caption(t("lens_caption"))
-    if not readable(model, paired):
+    opened = opening(model, "lens_title", "lens_caption", paired, trace, source, text, "lens")
+    if opened is None:
         return
-    left, right = st.columns(2)
-    with left:
-        where = position(trace, source, text, "lens")
+    where, (right,) = opened
     with right:
         target = token_box("readout_target", "lens_target", "readout_target_help")
     bench = workbench()

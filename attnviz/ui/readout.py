@@ -27,6 +27,20 @@ def readable(model, paired: bool) -> bool:
     return False
 
 
+def opening(model, title_key: str, caption_key: str, paired: bool, trace, source: str, text: str, prefix: str,
+            n_columns: int = 2):
+    """A section's title and note, then, where the model and input can be read, (the position picked in the
+    first of `n_columns` columns, the other columns); else None (said why)."""
+    st.subheader(t(title_key))
+    st.caption(t(caption_key))
+    if not readable(model, paired):
+        return None
+    columns = st.columns(n_columns)
+    with columns[0]:
+        where = position(trace, source, text, prefix)
+    return where, columns[1:]
+
+
 def position(trace, source: str, text: str, prefix: str) -> int:
     """The position read, default the last token (an encoder's mask: interventions.readout.default_position)."""
     default = work.default_position(workbench(), source, text)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
-from attnviz.ui.readout import computed, position, readable
+from attnviz.ui.readout import computed, opening
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import readout as work
 
@@ -16,13 +16,10 @@ from attnviz.workbench import readout as work
 @st.fragment
 @guarded
 def routes_section(model, source: str, text: str, trace, paired: bool) -> None:
-    st.subheader(t("routes_title"))
-    st.caption(t("routes_caption"))
-    if not readable(model, paired):
+    opened = opening(model, "routes_title", "routes_caption", paired, trace, source, text, "routes")
+    if opened is None:
         return
-    left, right = st.columns(2)
-    with left:
-        where = position(trace, source, text, "routes")
+    where, (right,) = opened
     with right:
         threshold = st.slider(t("routes_threshold"), 0.01, 0.5, work.THRESHOLD, 0.01, key="routes_threshold",
                               help=t("routes_threshold_help"))
