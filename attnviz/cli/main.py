@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import qk, readout
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
-    from attnviz.cli import readout
+    qk.add_parser(commands)
     readout.add_parsers(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in readout.COMMANDS:
             return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp}[args.command](args)
+                "blimp": _blimp, "qk": qk.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -14,6 +14,8 @@ One module per job, each re-exported here as `plots.X`:
 - `head`: one head as `head_heatmap` or bertviz-style `head_view` lines;
 - `grids`: `score_grid`, one score per head;
 - `query_key`: the query-key bars and products of one head and query;
+- `qk_attribution`: the query components x key components matrix of one score's terms
+  (`qk_attribution_heatmap`; `qk_attribution_figure` from a `QKAttribution`);
 - `pairs`: `difference_heatmap` of a minimal pair;
 - `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
@@ -49,6 +51,7 @@ from attnviz.plots.mosaic import model_view
 from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure, probe_figure, score_figure
 from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
+from attnviz.plots.qk_attribution import qk_attribution_figure, qk_attribution_heatmap
 from attnviz.plots.query_key import query_key_bars, query_key_products
 from attnviz.plots.readout import layer_column, lens_grid, routes_graph, target_curve
 from attnviz.plots.shapes import DIVIDER_LINES
@@ -62,4 +65,5 @@ __all__ = [
     "mosaic_figure", "pool_edges", "pool_tiles", "pooled_size", "probe_figure", "quantize", "query_key_bars",
     "query_key_products", "score_figure", "score_grid", "tile_cells",
     "layer_column", "lens_grid", "routes_graph", "target_curve",
+    "qk_attribution_figure", "qk_attribution_heatmap",
 ]

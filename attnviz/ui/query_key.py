@@ -14,6 +14,7 @@ from attnviz.analysis.views import token_labels
 from attnviz.trace import ReducedTrace
 from attnviz.ui.common import refused, seed_from_url, t, workbench, write_url
 from attnviz.ui.escape import md
+from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import lenses as lens_store
 from attnviz.workbench import shelf
@@ -43,6 +44,7 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
             recorded = ({"queries": trace.queries[layer], "keys": trace.keys[layer]} if long
                         else lens_store.query_keys(workbench(), source, text, text_b, layer))
             query_key_figures(trace, labels, source, recorded, layer, head, position)
+            qk_attribution_section(trace, source, text, text_b, layer, head, position)
 
 
 def query_key_figures(trace, labels: list[str], source: str, recorded: dict, layer: int, head: int,

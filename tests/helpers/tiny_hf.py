@@ -146,11 +146,11 @@ EXTRA = {
 def tiny(model_type: str):
     """Our module for one registered model type, converted from a tiny random HF model of its own config class
     (COMMON, and EXTRA where the family needs more to make its feature bite)."""
-    return tiny_pair(model_type)[1]
+    return tiny_pair(model_type)[0]
 
 
 def tiny_pair(model_type: str):
-    """(HF's eager model, our module) of `tiny`: the same random weights on both sides."""
+    """(our module, the HF eager model it was converted from), as `tiny` builds them."""
     torch.manual_seed(0)
     config = tf.AutoConfig.for_model(model_type, **COMMON, **EXTRA.get(model_type, {}))
     config._attn_implementation = "eager"
@@ -161,7 +161,7 @@ def tiny_pair(model_type: str):
     with torch.no_grad():
         for p in hf.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    return hf.eval(), build_module(config.to_dict(), hf.state_dict()).eval()
+    return build_module(config.to_dict(), hf.state_dict()).eval(), hf.eval()
 
 
 def block_bytes(model) -> int:

@@ -34,7 +34,7 @@ HF_PARTS = {
 
 @pytest.fixture(scope="module", params=list(HF_PARTS))
 def family(request):
-    hf, module = tiny_pair(request.param)
+    module, hf = tiny_pair(request.param)
     ids = torch.randint(3, 99, (1, T), generator=torch.Generator().manual_seed(1))
     tokenizer = bpe_tokenizer(bos=False)  # 300 entries: any of the tiny vocabulary's 99 ids decodes
     model = LoadedModel(module, tokenizer, ModelInfo.describe(module, request.param, "(test)", request.param, 64),

@@ -13,6 +13,7 @@ import torch
 
 from attnviz.analysis.lenses import rollout
 from attnviz.analysis.query_key import query_key
+from attnviz.interventions import qk_attribution
 from attnviz.loading.registry import CONVERTERS
 from attnviz.transformer.decompose import logit_parts, stream_parts
 from attnviz.transformer.model import Transformer
@@ -133,3 +134,30 @@ def test_a_record_can_put_another_tensor_at_an_edit_point(family):
         masked = module(ids, head_mask=mask, record=Recorder()).hidden
     assert (edited - masked).abs().max() <= 1e-6, model_type
     assert (edited - out.hidden).abs().max() > 1e-6, model_type
+
+
+def test_query_key_attribution_terms_sum_to_the_recorded_scores(family):
+    """attnviz.interventions.qk_attribution: the (query component, key component) terms and the position
+    terms sum to the recorded score of visible cells (the soft-cap applied to the sum where the model caps),
+    and the split of a row's difference of two keys to the difference of the recorded scores; a key the
+    query does not see is refused."""
+    model_type, module, ids, out = family
+    c = module.config
+    scores = out.record.stacked("scores")[:, 0].double()  # L, H, T, S: the mask's term included
+    worst = 0.0
+    for layer in range(c.n_layers):  # one cell a layer (every layer kind): the first and last heads, two rows
+        head, query = (0, T - 1) if layer % 2 == 0 else (c.n_heads - 1, 4)
+        visible = torch.nonzero(scores[layer, head, query] > -1e30).flatten().tolist()
+        cells = scores[layer, head, query]
+        split = qk_attribution.attribute(module, out.record, ids, layer, head, query, visible[0])
+        cap = split.softcap
+        capped = split.total if cap is None else cap * np.tanh(split.total / cap)
+        worst = max(worst, abs(split.total - split.score), abs(capped - float(cells[visible[0]])))
+        hidden = sorted(set(range(T)) - set(visible))
+        if hidden:
+            with pytest.raises(ValueError, match="not visible"):
+                qk_attribution.attribute(module, out.record, ids, layer, head, query, hidden[0])
+    difference = qk_attribution.attribute(module, out.record, ids, layer, head, query, visible[0], query)
+    worst = max(worst, abs(difference.total - difference.score),
+                abs(difference.capped - float(cells[visible[0]] - cells[query])))
+    assert worst <= 1e-4, (model_type, worst)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.interventions.qk_attribution import qk_attribution
 from attnviz.ui.escape import md
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
@@ -260,3 +261,33 @@ def test_sentence_b_is_kept_across_a_decoder_and_said_so():
     assert any("Sentence B is not used" in c.value for c in at.caption)
     at.selectbox(key="model_preset").set_value(MINILM).run()
     assert at.text_input(key="text_b").value == "It is raining."
+
+
+def test_the_query_key_views_attribution_splits_the_score_it_names(app, minilm):
+    """attnviz/ui/qk_attribution.py: off until asked; then the model's score split into terms whose matrix
+    adds up to the score, the largest told as sentences, grouped by layer on request, a second key's
+    difference."""
+    text = "The keys to the cabinet are on the table."
+    app.text_input(key="text").input(text).run()
+    app.selectbox(key="layer").set_value(2).run()
+    app.selectbox(key="head").set_value(5).run()
+    app.session_state["qk_open"] = True  # the query-key expander is lazy
+    app.run()
+    app.selectbox(key="qk_query").set_value(3).run()
+    assert not [s for s in app.selectbox if s.key == "qka_key"]  # off: no extra pass
+    app.toggle(key="qka_on").set_value(True).run()
+    app.selectbox(key="qka_key").set_value(1).run()
+    assert_clean(app)
+    expected = qk_attribution(minilm, text, 2, 5, 3, 1)
+    matrix = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)
+    assert abs(matrix.sum() - expected.score) <= 1e-3  # float32 cells
+    assert any(f"Score {expected.score:.4f}" in c.value for c in app.caption)
+    sentences = next(m.value for m in app.markdown if m.value.startswith("- query from"))
+    assert sentences.count("\n") == 9 and "×" in sentences
+    app.toggle(key="qka_grouped").set_value(True).run()
+    grouped = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)
+    assert grouped.shape[0] < matrix.shape[0] and abs(grouped.sum() - expected.score) <= 1e-3
+    app.selectbox(key="qka_key2").set_value(4).run()
+    assert_clean(app)
+    assert any("Why key 1 beats key 4" in c.value for c in app.caption)
+    app.toggle(key="qka_on").set_value(False).run()
