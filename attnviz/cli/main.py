@@ -1,5 +1,6 @@
 """Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...` (or `attnviz ...`, the
-console script an install gives); `attnviz app [streamlit options]` starts the app."""
+console script an install gives); `attnviz app [streamlit options]` starts the app; `lens`, `attribute` and
+`routes` are attnviz.cli.readout's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import attnviz
-from attnviz.cli import qk
+from attnviz.cli import qk, readout
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
     qk.add_parser(commands)
+    readout.add_parsers(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
+        if args.command in readout.COMMANDS:
+            return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
                 "blimp": _blimp, "qk": qk.run}[args.command](args)
     except (ValueError, OSError) as error:

@@ -17,6 +17,7 @@ One module per job, each re-exported here as `plots.X`:
 - `qk_attribution`: the query components x key components matrix of one score's terms
   (`qk_attribution_heatmap`; `qk_attribution_figure` from a `QKAttribution`);
 - `pairs`: `difference_heatmap` of a minimal pair;
+- `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
 
 Size rule (docs/architecture.md, "Streamlit facts"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
@@ -52,6 +53,7 @@ from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
 from attnviz.plots.qk_attribution import qk_attribution_figure, qk_attribution_heatmap
 from attnviz.plots.query_key import query_key_bars, query_key_products
+from attnviz.plots.readout import layer_column, lens_grid, routes_graph, target_curve
 from attnviz.plots.shapes import DIVIDER_LINES
 from attnviz.plots.text import ENGLISH, PlotText, escape_label
 
@@ -62,5 +64,6 @@ __all__ = [
     "difference_heatmap", "escape_label", "head_figure", "head_heatmap", "head_view", "model_view", "mosaic",
     "mosaic_figure", "pool_edges", "pool_tiles", "pooled_size", "probe_figure", "quantize", "query_key_bars",
     "query_key_products", "score_figure", "score_grid", "tile_cells",
+    "layer_column", "lens_grid", "routes_graph", "target_curve",
     "qk_attribution_figure", "qk_attribution_heatmap",
 ]

@@ -8,6 +8,7 @@ import streamlit as st
 from attnviz.ui import ablation, long_explore
 from attnviz.ui import lenses as lens_ui
 from attnviz.ui import pairs as pairs_ui
+from attnviz.ui.attribution import attribution_section
 from attnviz.ui.common import (
     MAX_TEXT,
     guarded,
@@ -25,8 +26,10 @@ from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
 from attnviz.ui.head_detail import head_detail
+from attnviz.ui.logit_lens import logit_lens_section
 from attnviz.ui.mosaic import full_mosaic
 from attnviz.ui.predictions import next_token_predictions
+from attnviz.ui.routes import routes_section
 from attnviz.ui.tokens import input_notices, token_chips
 from attnviz.ui.view_options import view_options
 from attnviz.ui.widgets import word_pair_ranking
@@ -84,6 +87,9 @@ def render() -> None:
     full_mosaic(view, trace, highlight, palette, scale, view_key)
     head_detail(model.info, view_key, scale, palette)
     next_token_predictions(model, (source, text, text_b))
+    logit_lens_section(model, source, text, trace, text_b is not None)
+    attribution_section(model, source, text, trace, text_b is not None)
+    routes_section(model, source, text, trace, text_b is not None)
     ablation.head_ablation(model, source, text, text_b is not None)
     pairs_ui.minimal_pair(model, source, text, text_b is not None)
     head_detectors(model, source)

@@ -32,7 +32,7 @@ ALLOWED_WORDS = {
     "attnviz", "MiniLM", "SmolLM", "SmolLM2", "BERT", "Llama", "Transformer", "softmax",
     "MHA", "MQA", "GQA", "KV", "BOS", "CLS", "SEP", "UNK", "NPZ", "JSON", "CSV", "JSONL", "WinoBias", "GGUF", "gguf",
     "README", "Hub", "ID", "GB", "MB", "nats",
-    "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu", "Gu",  # authors cited
+    "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu", "Gu", "Ferrando",  # authors cited
     "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
     "NoPE", "ALiBi", "MLP", "logit", "c2c", "c2p", "p2c", "yarn", "longrope", "llama3", "linear",  # attention kinds
 }

@@ -152,7 +152,8 @@ def test_decoder_model_shows_gqa_groups_and_predictions():
     grid = chart(at, "model_view")
     assert any("kv" in str(label) for label in grid["layout"]["xaxis"]["ticktext"])
     assert "masked" in json.dumps(chart(at, "head_heatmap"))
-    tokens = at.dataframe[-1].value["token"].tolist()
+    # the predictions' table: the first of token and probability (the readout sections' tables follow it)
+    tokens = next(d.value for d in at.dataframe if list(d.value.columns) == ["token", "probability"])["token"].tolist()
     assert any("Paris" in token for token in tokens)
 
 

@@ -1,0 +1,77 @@
+"""What the Explore page's logit lens, attribution and routes sections share: the position and target
+widgets, the note for a model without a head, and the rule that a short text's result is computed on every
+Enter while a long one waits for its button (workbench.readout.SHORT_TOKENS; ui/heavy.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from attnviz.ui.common import refused, t, workbench
+from attnviz.ui.escape import md
+from attnviz.ui.heavy import heavy_action
+from attnviz.ui.widgets import position_input
+from attnviz.workbench import readout as work
+
+
+def readable(model, paired: bool) -> bool:
+    """Whether the views can read this model and input (one text, and a decoder's LM head or an encoder's
+    masked-LM head); says why not."""
+    if paired:
+        st.info(t("readout_one_text"))
+        return False
+    if model.module.lm_head is not None or getattr(model.module, "mlm_head", None) is not None:
+        return True
+    st.info(t("readout_needs_head"))
+    return False
+
+
+def opening(model, title_key: str, caption_key: str, paired: bool, trace, source: str, text: str, prefix: str,
+            n_columns: int = 2):
+    """A section's title and note, then, where the model and input can be read, (the position picked in the
+    first of `n_columns` columns, the other columns); else None (said why)."""
+    st.subheader(t(title_key))
+    st.caption(t(caption_key))
+    if not readable(model, paired):
+        return None
+    columns = st.columns(n_columns)
+    with columns[0]:
+        where = position(trace, source, text, prefix)
+    return where, columns[1:]
+
+
+def position(trace, source: str, text: str, prefix: str) -> int:
+    """The position read, default the last token (an encoder's mask: interventions.readout.default_position),
+    and the default again whenever the text changes (a lens is read at the prediction, as TransformerLens
+    and the LLM Transparency Tool do)."""
+    default = work.default_position(workbench(), source, text)
+    if st.session_state.get(f"_{prefix}_read") != (source, text):  # another text: its own default again
+        st.session_state[f"_{prefix}_read"] = (source, text)
+        st.session_state[f"{prefix}_position"] = default
+    return position_input(t("readout_position"), trace, f"{prefix}_position", default)
+
+
+def token_box(label_key: str, key: str, help_key: str) -> str | None:
+    """One token typed as text (' are', its leading space kept), or None when the box is empty."""
+    typed = st.text_input(t(label_key), key=key, help=t(help_key))
+    return typed or None
+
+
+def computed(button_key: str, label: str, key: tuple, compute: Callable, n_tokens: int):
+    """The result under `key`: held already, computed now for a short text, or on the button for a long one
+    (`compute(progress)`); None when not there (refused, failed or not started: said so)."""
+    done = work.held(workbench(), key)
+    if done is not None:
+        return done
+    if work.is_short(n_tokens):
+        try:
+            with refused():
+                return compute(None)
+        except ValueError as error:  # a target of several tokens, a position outside the text
+            st.warning(md(error))
+        return None
+    return heavy_action(button_key, label, key[1:], lambda job: compute(job.progress),
+                        lambda done, total: t("readout_progress"))
+
+

@@ -1,0 +1,36 @@
+"""The Explore page's information-flow routes (interventions.routes; Ferrando & Voita 2024): the graph of
+heads and MLPs that carry the prediction at one position, pruned at a threshold the visitor sets, drawn
+layer by layer; a click on a head opens it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.plots import readout as figures
+from attnviz.ui.common import guarded, plot_text, t, workbench
+from attnviz.ui.readout import computed, opening
+from attnviz.ui.widgets import head_grid
+from attnviz.workbench import readout as work
+
+
+@st.fragment
+@guarded
+def routes_section(model, source: str, text: str, trace, paired: bool) -> None:
+    opened = opening(model, "routes_title", "routes_caption", paired, trace, source, text, "routes")
+    if opened is None:
+        return
+    where, (right,) = opened
+    with right:
+        threshold = st.slider(t("routes_threshold"), 0.01, 0.5, work.THRESHOLD, 0.01, key="routes_threshold",
+                              help=t("routes_threshold_help"))
+    bench = workbench()
+    graph = computed("routes_run", t("routes_run"), work.routes_key(source, text, where, threshold),
+                     lambda progress: work.routes(bench, source, text, where, threshold, progress), len(trace.tokens))
+    if graph is None:
+        return
+    heads = graph.heads()
+    st.caption(t("routes_summary", nodes=len(graph.nodes), edges=len(graph.edges), heads=len(heads)))
+    head_grid(st, figures.routes_graph(graph.nodes, graph.edges, graph.tokens, graph.n_heads, t("routes_graph_title"),
+                                       plot_text(), names={"resid": t("routes_resid"), "mid": t("routes_mid"),
+                                                           "mlp": "MLP", "embed": t("lens_embed")}),
+              key="routes_graph", in_fragment=True)
