@@ -48,6 +48,7 @@ from attnviz.plots.mosaic import model_view
 from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure, probe_figure, score_figure
 from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
+from attnviz.plots.qkmap import qk_map_figure
 from attnviz.plots.query_key import query_key_bars, query_key_products
 from attnviz.plots.shapes import DIVIDER_LINES
 from attnviz.plots.text import ENGLISH, PlotText, escape_label
@@ -60,3 +61,4 @@ __all__ = [
     "mosaic_figure", "pool_edges", "pool_tiles", "pooled_size", "probe_figure", "quantize", "query_key_bars",
     "query_key_products", "score_figure", "score_grid", "tile_cells",
 ]
+__all__ += ["qk_map_figure"]
