@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import attnviz
-from attnviz.cli import sinks
+from attnviz.cli import qkmap, sinks
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
     sinks.add_parser(commands)
+    qkmap.add_parser(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "sinks": sinks.run}[args.command](args)
+                "blimp": _blimp, "sinks": sinks.run,
+                "qkmap": qkmap.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

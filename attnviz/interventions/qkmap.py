@@ -8,7 +8,7 @@ leave every attention weight unchanged:
   vector v to every key adds q.v to every score of its row, which the softmax ignores;
 - scaling (after the translation, as AttentionViz orders them): the queries are multiplied by c and the
   keys divided by c, c = sqrt(mean ||k|| / mean ||q||), so both clouds have the same mean norm; q.k is
-  unchanged (the two centroids, equal before, are then c^2 apart in scale).
+  unchanged (the centroids, equal after the translation, then differ by the factor c^2).
 With equal norms, ||q - k||^2 = ||q||^2 + ||k||^2 - 2 q.k, so near in the map means (roughly) a high dot
 product. The projection is PCA over both clouds together (an SVD of the centred [2N, D] matrix: numpy only,
 no new dependency; t-SNE or UMAP would add one and a seed-dependent layout, and PCA's axes are linear, so

@@ -111,3 +111,19 @@ def test_the_figure_escapes_every_hover_and_colours_by_part_of_speech(llama):
         bare = hover.replace("<b>", "").replace("</b>", "").replace("<br>", "")
         assert "<" not in bare and ">" not in bare, hover
     assert {trace.name for trace in figure.data} >= {"query · NOUN", "key · NOUN", "query · –"}
+
+
+def test_cli_json_gives_the_points_of_the_map(llama, monkeypatch, capsys):
+    import json
+
+    from attnviz.__main__ import main
+
+    model, _ = llama
+    monkeypatch.setattr("attnviz.load", lambda source: model)
+    assert main(["qkmap", "--model", "tiny", "--layer", "1", "--head", "2", "--sentences", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = qkmap.qk_map(model, qkmap.builtin_corpus("en")[:4], 1, 2)
+    assert len(out["sentences"]) == 4 and len(out["points"]) == expected.n_points
+    np.testing.assert_allclose([p["query"] for p in out["points"]], expected.query_points, atol=1e-6)
+    np.testing.assert_allclose([p["key"] for p in out["points"]], expected.key_points, atol=1e-6)
+    assert [p["token"] for p in out["points"]] == list(expected.tokens)

@@ -46,3 +46,16 @@ def test_the_corpus_map_draws_the_builtin_sentences(app, minilm):
     assert queries["customdata"][0] == [0, 0] and clickable(at, "qkmap_plot")
     at.radio(key="qkmap_colour").set_value("position").run()
     assert chart(at, "qkmap_plot")["layout"]["meta"]["colour"] == "position"
+
+
+def test_a_click_on_a_point_opens_its_sentence_at_that_head(monkeypatch):
+    from types import SimpleNamespace
+
+    from attnviz.ui import qkmap as section
+    from attnviz.ui.widgets import OPENED
+
+    state = {"qkmap_plot": {"selection": {"points": [{"customdata": [1, 3]}]}}, "text_b": "old"}
+    monkeypatch.setattr(section.st, "session_state", state)
+    section._open_sentence(SimpleNamespace(sentences=("First one.", "Second <b>one</b>."), layer=2, head=5))
+    assert (state["text"], state["text_b"], state["layer"], state["head"]) == ("Second <b>one</b>.", "", 2, 5)
+    assert state[OPENED] is True
