@@ -12,7 +12,6 @@ import torch
 
 from attnviz.__main__ import main
 from attnviz.interventions import sinks
-from attnviz.loading import hf as hf_loading
 from tests.helpers import tiny_hf
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
@@ -78,8 +77,8 @@ def test_key_geometry_equals_unbatched_records(decoder):
     assert (anatomy.n_texts, anatomy.skipped) == (len(TEXTS), 0)
 
 
-def test_smollm_means_equal_hf_eager(smollm):
-    reference_model = hf_loading.reference_model(smollm.info.path)
+def test_smollm_means_equal_hf_eager(smollm, smollm_reference):
+    reference_model = smollm_reference  # HF eager from the offline GGUF, shared with the parity tests
     texts = [*TEXTS[:2], sinks.builtin_texts()[0]]
     means = sinks.first_token_means(smollm, texts, max_tokens=sinks.TEXT_TOKENS)
     reference = hf_means(reference_model, smollm, texts, max_tokens=sinks.TEXT_TOKENS)
