@@ -18,6 +18,13 @@ from attnviz.workbench import qkmap as work
 UPLOAD = "upload"
 
 
+def corpus_label(choice: str) -> str:
+    if choice == UPLOAD:
+        return t("qkmap_corpus_upload")
+    kind, _, rest = choice.partition(":")
+    return t(f"qkmap_corpus_builtin_{rest}") if kind == "builtin" else t("qkmap_corpus_treebank", name=rest)
+
+
 def _corpus(choice: str):
     """(corpus key, sentences) of the choice; (None, None) until a file is given or when it cannot be read."""
     if choice != UPLOAD:
@@ -55,8 +62,8 @@ def qk_corpus_map(model, source: str) -> None:
         columns = st.columns(4)
         layer, head = head_picker(columns, model.info.n_layers, model.info.n_heads, prefix="qkmap_")
         choices = [*work.corpora(), UPLOAD]
-        choice = columns[2].selectbox(t("qkmap_corpus"), choices, key="qkmap_corpus",
-                                      format_func=lambda c: t("qkmap_corpus_upload") if c == UPLOAD else c)
+        labels = {c: corpus_label(c) for c in choices}  # in this run's language (ui/sinks.py says why)
+        choice = columns[2].selectbox(t("qkmap_corpus"), choices, key="qkmap_corpus", format_func=labels.get)
         n = columns[3].slider(t("qkmap_sentences"), 10, work.MAX_SENTENCES, work.DEFAULT_SENTENCES, 10,
                               key="qkmap_n")
         corpus, sentences = _corpus(choice)
@@ -75,8 +82,8 @@ def qk_corpus_map(model, source: str) -> None:
                 return
         tagged = any(found.tags)
         colourings = ("kind", "position", "pos") if tagged else ("kind", "position")
-        colour = st.radio(t("qkmap_colour"), colourings, horizontal=True, key="qkmap_colour",
-                          format_func=lambda c: t(f"qkmap_colour_{c}"))
+        names = {c: t(f"qkmap_colour_{c}") for c in colourings}
+        colour = st.radio(t("qkmap_colour"), colourings, horizontal=True, key="qkmap_colour", format_func=names.get)
         figure = plots.qk_map_figure(found, colour if colour in colourings else "kind",
                                      t("qkmap_figure_title", layer=layer, head=head, n=len(found.sentences)),
                                      t("qkmap_query"), t("qkmap_key"), t("qkmap_relative"))

@@ -50,8 +50,10 @@ def _visitor_texts() -> list[str] | None:
 def sink_anatomy(model, source: str) -> None:
     with st.expander(t("sinks_title")):
         st.caption(t("sinks_caption"))
-        mine = st.radio(t("sinks_texts"), (False, True), horizontal=True, key="sinks_mine",
-                        format_func=lambda own: t("sinks_texts_upload" if own else "sinks_texts_builtin"))
+        # Labels made now, in this run's language: a format_func calling t() later would label the options in
+        # the language of that later call (AppTest's walk, a language switch).
+        sources = {False: t("sinks_texts_builtin"), True: t("sinks_texts_upload")}
+        mine = st.radio(t("sinks_texts"), (False, True), horizontal=True, key="sinks_mine", format_func=sources.get)
         texts = None
         if mine:
             texts = _visitor_texts()
@@ -75,8 +77,8 @@ def sink_anatomy(model, source: str) -> None:
                       epsilon=epsilon, n=found.n_texts))
         if found.skipped:
             st.caption(t("sinks_skipped", n=found.skipped))
-        quantity = st.selectbox(t("sinks_show"), QUANTITIES, key="sinks_show",
-                                format_func=lambda q: t(f"sinks_show_{q}"))
+        names = {q: t(f"sinks_show_{q}") for q in QUANTITIES}
+        quantity = st.selectbox(t("sinks_show"), QUANTITIES, key="sinks_show", format_func=names.get)
         values, colours = _grid(found, quantity)
         figure = plots.score_grid(values, t(f"sinks_show_{quantity}"), text=plot_text(), **colours)
         head_grid(st, figure, "sinks_grid", in_fragment=True)
