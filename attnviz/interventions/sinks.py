@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from attnviz.analysis.sink import FIRST_TOKEN_EPSILON
+from attnviz.interventions.effects import scan_bytes
 from attnviz.probesets import PROBESET_DIR
 from attnviz.tracing.model import LoadedModel
 from attnviz.transformer.record import Recorder
@@ -98,9 +99,13 @@ def encode_texts(model: LoadedModel, texts: Sequence[str], max_tokens: int | Non
 
 
 def anatomy_bytes(model: LoadedModel, n_tokens: int, batch_size: int = BATCH_SIZE) -> int:
-    """Transient bytes of one batch: the float32 maps [L, B, H, T, T] and the queries and keys [L, B, H, T, D]."""
+    """Transient bytes of one batch of `n_tokens`-token texts: the float32 maps [L, B, H, T, T] and the stacked
+    queries and keys, one text's float64 copies of its rows and vectors, and the forward pass's own transient
+    (effects.scan_bytes, no logits)."""
     c = model.config
-    return 4 * c.n_layers * batch_size * n_tokens * (c.n_heads * n_tokens + (c.n_heads + c.kv_heads) * c.dim_per_head)
+    kept = 4 * c.n_layers * batch_size * n_tokens * (c.n_heads * n_tokens + (c.n_heads + c.kv_heads) * c.dim_per_head)
+    one_text = 8 * c.n_layers * c.n_heads * n_tokens * (n_tokens + 2 * c.dim_per_head)
+    return kept + one_text + scan_bytes(model, n_tokens, batch_size, scored=0)
 
 
 def _accumulate(model, texts, max_tokens, batch_size, progress, with_keys: bool) -> SinkAnatomy:
@@ -118,15 +123,15 @@ def _accumulate(model, texts, max_tokens, batch_size, progress, with_keys: bool)
         recorder = Recorder(*names)
         out = model.forward_encodings(batch, with_logits=False, record=recorder)
         attentions = out.attentions.float()  # L, B, H, T, S
-        queries = recorder.stacked("queries").float() if with_keys else None  # L, B, H, T, D
-        keys = recorder.stacked("keys").float()[:, :, kv] if with_keys else None  # L, B, H, S, D (per query head)
+        queries = recorder.stacked("queries") if with_keys else None  # L, B, H, T, D
+        keys = recorder.stacked("keys") if with_keys else None  # L, B, K, S, D
         for b, enc in enumerate(batch):
             n = len(enc.ids)
             rows = attentions[:, b, :, 1:n, :n].double()  # L, H, n-1, n: the real rows after the first
             sums[0] += rows[..., 0].mean(-1).cpu().numpy()
             sums[4] += (1.0 - rows.sum(-1)).mean(-1).cpu().numpy()
             if with_keys:
-                k = keys[:, b, :, :n].double()  # L, H, n, D
+                k = keys[:, b, :, :n].double()[:, kv]  # L, H, n, D: each query head's own key/value head
                 q = queries[:, b, :, 1:n].double()  # L, H, n-1, D
                 norms = k.norm(dim=-1)
                 sums[1] += norms[..., 0].cpu().numpy()
