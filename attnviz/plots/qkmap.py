@@ -73,8 +73,9 @@ def qk_map_figure(result, colour: str = "kind", title: str = "", query_label: st
     return fig
 
 
-def _points(points, hovers, custom, name, symbol, marker, **extra) -> go.Scattergl:
-    return go.Scattergl(
+def _points(points, hovers, custom, name, symbol, marker, **extra) -> go.Scatter:
+    # SVG (go.Scatter), as the score grids' pick points: the click on it was checked in Chromium
+    return go.Scatter(
         x=np.asarray(points[:, 0], dtype=np.float32), y=np.asarray(points[:, 1], dtype=np.float32),
         mode="markers", name=name, text=hovers, customdata=custom, hovertemplate="%{text}<extra></extra>",
         marker={"size": 6, "opacity": 0.75, "symbol": symbol, **marker}, **extra)
