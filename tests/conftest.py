@@ -89,6 +89,15 @@ def smollm():
     return attnviz.load(SMOLLM)
 
 
+@pytest.fixture(scope="session")
+def smollm_reference(smollm):
+    """HF's own eager model on SmolLM2's weights (its GGUF dequantised by transformers: the slow part), loaded
+    once for the parity and the sink tests."""
+    from attnviz.loading import hf
+
+    return hf.reference_model(smollm.info.path)
+
+
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory) -> Path:
     """A 4-layer random Llama (GQA, untied lm_head) with a byte-level BPE tokenizer, as from_pretrained saves it

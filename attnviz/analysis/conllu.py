@@ -36,6 +36,7 @@ class ConlluSentence:
     text: str | None = None
     space_after: tuple[bool, ...] = ()
     ranges: tuple[tuple[int, int, str], ...] = ()
+    upos: tuple[str, ...] = ()  # each word's universal part of speech (UPOS), "_" where the file has none
 
     @property
     def surface(self) -> list[tuple[str, int, int, bool]]:
@@ -71,6 +72,7 @@ class _SentenceLines:
     def __init__(self) -> None:
         self.rows: list[tuple[int, str, int, str]] = []
         self.spaced: list[bool] = []
+        self.upos: list[str] = []
         self.ranges: list[tuple[int, int, str]] = []
         self.sent_id: str | None = None
         self.text: str | None = None
@@ -120,6 +122,7 @@ class _SentenceLines:
         # a multi-word token's words take its range line's SpaceAfter
         self.spaced.append(_space_after(columns[9]) if len(self.rows) >= self.range_end else self.range_space)
         self.rows.append((line_number, form, int(head), deprel))
+        self.upos.append(columns[3] or "_")
         return int(head)
 
     def finished(self, name: str) -> tuple[ConlluSentence, ...]:
@@ -141,6 +144,7 @@ class _SentenceLines:
             text=self.text,
             space_after=tuple(self.spaced),
             ranges=tuple(self.ranges),
+            upos=tuple(self.upos),
         )
         return (sentence,)
 

@@ -52,6 +52,7 @@ from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure,
 from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
 from attnviz.plots.qk_attribution import qk_attribution_figure, qk_attribution_heatmap
+from attnviz.plots.qkmap import qk_map_figure
 from attnviz.plots.query_key import query_key_bars, query_key_products
 from attnviz.plots.readout import layer_column, lens_grid, routes_graph, target_curve
 from attnviz.plots.shapes import DIVIDER_LINES
@@ -67,3 +68,4 @@ __all__ = [
     "layer_column", "lens_grid", "routes_graph", "target_curve",
     "qk_attribution_figure", "qk_attribution_heatmap",
 ]
+__all__ += ["qk_map_figure"]

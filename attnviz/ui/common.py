@@ -230,7 +230,8 @@ def write_url(**values) -> None:
 # values again sends them to the browser with the new labels.
 TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "finder_relation", "finder_mode",
                       "finder_builtin", "finder_kind", "finder_example_direction", "pair_filter", "line_direction",
-                      "ablation_layers", "translate_preset", "translate_kind", "lens")
+                      "ablation_layers", "translate_preset", "translate_kind", "lens",
+                      "sinks_mine", "sinks_show", "qkmap_corpus", "qkmap_colour")
 
 
 def _language_changed() -> None:

@@ -29,7 +29,9 @@ from attnviz.ui.head_detail import head_detail
 from attnviz.ui.logit_lens import logit_lens_section
 from attnviz.ui.mosaic import full_mosaic
 from attnviz.ui.predictions import next_token_predictions
+from attnviz.ui.qkmap import qk_corpus_map
 from attnviz.ui.routes import routes_section
+from attnviz.ui.sinks import sink_anatomy
 from attnviz.ui.tokens import input_notices, token_chips
 from attnviz.ui.view_options import view_options
 from attnviz.ui.widgets import word_pair_ranking
@@ -93,6 +95,8 @@ def render() -> None:
     ablation.head_ablation(model, source, text, text_b is not None)
     pairs_ui.minimal_pair(model, source, text, text_b is not None)
     head_detectors(model, source)
+    sink_anatomy(model, source)  # its own section (ui/sinks.py)
+    qk_corpus_map(model, source)  # its own section (ui/qkmap.py)
     parity_badge(model, text, text_b)
     exports(model, text, text_b)
 

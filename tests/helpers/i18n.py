@@ -33,6 +33,7 @@ ALLOWED_WORDS = {
     "MHA", "MQA", "GQA", "KV", "BOS", "CLS", "SEP", "UNK", "NPZ", "JSON", "CSV", "JSONL", "WinoBias", "GGUF", "gguf",
     "README", "Hub", "ID", "GB", "MB", "nats",
     "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu", "Gu", "Ferrando",  # authors cited
+    "Yeh", "AttentionViz",  # issue 28's corpus map: its paper's author and tool
     "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
     "NoPE", "ALiBi", "MLP", "logit", "c2c", "c2p", "p2c", "yarn", "longrope", "llama3", "linear",  # attention kinds
 }

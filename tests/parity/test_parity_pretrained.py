@@ -22,11 +22,6 @@ def minilm_reference(minilm):
     return hf.reference_model(minilm.info.path)
 
 
-@pytest.fixture(scope="module")
-def smollm_reference(smollm):
-    return hf.reference_model(smollm.info.path)
-
-
 @pytest.mark.parametrize("text", SENTENCES)
 def test_minilm_matches_hf(minilm, minilm_reference, text):
     report = check_parity(minilm, text, reference=minilm_reference)

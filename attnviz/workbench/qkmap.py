@@ -1,0 +1,67 @@
+"""One head's queries and keys across a corpus (AttentionViz) for the Explore page: the corpora a visitor can
+pick (the built-in probe sentences, a treebank of the reference data, an uploaded file), and the map computed
+once per (model, head, corpus) and shared, under the memory budget (interventions.qkmap computes it)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from attnviz.analysis.conllu import parse_conllu_sentences, read_conllu_sentences
+from attnviz.interventions import qkmap
+from attnviz.workbench.shared import Workbench
+
+DEFAULT_SENTENCES = 200
+MAX_SENTENCES = qkmap.MAX_SENTENCES
+
+
+def corpora() -> list[str]:
+    """The corpus names a visitor may pick: builtin:en, builtin:zh, and ud:<file> per treebank found."""
+    return ["builtin:en", "builtin:zh", *(f"ud:{path.name}" for path in qkmap.data_treebanks())]
+
+
+def named_corpus(name: str) -> list[qkmap.CorpusSentence]:
+    kind, _, rest = name.partition(":")
+    if kind == "builtin":
+        return qkmap.builtin_corpus(rest)
+    if kind == "ud":
+        paths = {path.name: path for path in qkmap.data_treebanks()}
+        if rest not in paths:
+            raise ValueError(f"no treebank {rest!r} in the reference data")
+        return qkmap.treebank_corpus(read_conllu_sentences(paths[rest]))
+    raise ValueError(f"unknown corpus {name!r}")
+
+
+def uploaded_corpus(filename: str, data: bytes) -> list[qkmap.CorpusSentence]:
+    """A visitor's file: a .conllu treebank (parts of speech kept), else UTF-8 text, one sentence a line."""
+    if filename.lower().endswith(".conllu"):
+        return qkmap.treebank_corpus(parse_conllu_sentences(data, filename))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{filename} is not UTF-8 text") from None
+    return qkmap.text_corpus(text)
+
+
+def upload_key(filename: str, data: bytes) -> str:
+    return "upload:" + hashlib.sha256(filename.encode("utf-8") + b"\0" + data).hexdigest()[:32]
+
+
+def result(bench: Workbench, name: str, layer: int, head: int, corpus: str, n: int):
+    return bench.views.get(("qkmap", name, layer, head, corpus, n))
+
+
+def qk_map(bench: Workbench, model, name: str, layer: int, head: int, corpus: str, sentences, n: int,
+           progress=None):
+    """The map of head (layer, head) over the first `n` of `sentences` (named `corpus` in the key); the caller
+    holds the heavy-work slot."""
+    key = ("qkmap", name, layer, head, corpus, n)
+    done = bench.views.get(key)
+    if done is not None:
+        return done
+    chosen = list(sentences)[:n]
+    need = qkmap.map_bytes(model, min(len(chosen) * qkmap.SENTENCE_TOKENS, qkmap.MAX_TOKENS))
+    with bench.run_slot(need), bench.reserve(need, keep_model=name):
+        found = qkmap.qk_map(model, chosen, layer, head, progress=progress)
+    size = found.n_points * (4 * 4 + 8 * 4) + sum(len(t) for t in found.tokens) + sum(map(len, found.sentences))
+    bench.views.put(key, found, size)
+    return found
