@@ -99,11 +99,12 @@ def encode_texts(model: LoadedModel, texts: Sequence[str], max_tokens: int | Non
 
 
 def anatomy_bytes(model: LoadedModel, n_tokens: int, batch_size: int = BATCH_SIZE) -> int:
-    """Transient bytes of one batch of `n_tokens`-token texts: the float32 maps [L, B, H, T, T] and the stacked
-    queries and keys, one text's float64 copies of its rows and vectors, and the forward pass's own transient
-    (effects.scan_bytes, no logits)."""
+    """Transient bytes of one batch of `n_tokens`-token texts: the float32 maps [L, B, H, T, T], the queries
+    and keys twice (as recorded per layer, and stacked), one text's float64 copies of its rows and vectors, and
+    the forward pass's own transient (effects.scan_bytes, no logits)."""
     c = model.config
-    kept = 4 * c.n_layers * batch_size * n_tokens * (c.n_heads * n_tokens + (c.n_heads + c.kv_heads) * c.dim_per_head)
+    vectors = 2 * (c.n_heads + c.kv_heads) * c.dim_per_head  # queries and keys, recorded and stacked
+    kept = 4 * c.n_layers * batch_size * n_tokens * (c.n_heads * n_tokens + vectors)
     one_text = 8 * c.n_layers * c.n_heads * n_tokens * (n_tokens + 2 * c.dim_per_head)
     return kept + one_text + scan_bytes(model, n_tokens, batch_size, scored=0)
 
