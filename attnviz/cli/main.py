@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import patch as patch_cli
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
+    patch_cli.add_parser(commands)
+
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
         args = argparse.Namespace(command="app", streamlit_args=argv[1:])
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp}[args.command](args)
+                "blimp": _blimp, "patch": patch_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
