@@ -26,6 +26,7 @@ from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.mosaic import full_mosaic
+from attnviz.ui.patching import patching_section
 from attnviz.ui.predictions import next_token_predictions
 from attnviz.ui.tokens import input_notices, token_chips
 from attnviz.ui.view_options import view_options
@@ -86,6 +87,7 @@ def render() -> None:
     next_token_predictions(model, (source, text, text_b))
     ablation.head_ablation(model, source, text, text_b is not None)
     pairs_ui.minimal_pair(model, source, text, text_b is not None)
+    patching_section(model, source)
     head_detectors(model, source)
     parity_badge(model, text, text_b)
     exports(model, text, text_b)
