@@ -174,7 +174,7 @@ def test_results_batch_size_and_stop(decoder):
         patching.heads(runs, should_stop=lambda: True)
 
 
-def test_targets_must_be_one_token_and_pairs_must_align(decoder):
+def test_targets_must_be_one_token_each_and_differ(decoder):
     model, _ = decoder
     with pytest.raises(ValueError, match=r"' is' is \d tokens \[.*'Ġ'"):
         patching.patch_pair(model, "The keys to the cabinet", "The key to the cabinet", " are", " is")
