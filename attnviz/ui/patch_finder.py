@@ -45,7 +45,7 @@ def looks_or_matters(model, source: str) -> None:
     st.subheader(t("finder_patch_title"))
     st.caption(t("finder_patch_caption"))
     relation = st.radio(t("finder_patch_relation"), RELATIONS, horizontal=True, key="finder_patch_relation",
-                        format_func=lambda r: t(f"relation_{r}"))
+                        format_func={r: t(f"relation_{r}") for r in RELATIONS}.get)
     bench = workbench()
     result = work.builtin_result(bench, source, relation)
     if result is None:

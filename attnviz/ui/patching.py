@@ -57,7 +57,7 @@ def patching_section(model, source: str) -> None:
         target = left.text_input(t("patch_target"), key="patch_target", help=t("patch_token_help"))
         contrast = right.text_input(t("patch_contrast"), key="patch_contrast", help=t("patch_token_help"))
         direction = st.radio(t("patch_direction"), ("denoise", "noise"), horizontal=True, key="patch_direction",
-                             format_func=lambda d: t(f"patch_{d}"))
+                             format_func={d: t(f"patch_{d}") for d in ("denoise", "noise")}.get)
         patch_results(model, source, clean.strip(), corrupt.strip(), target, contrast, direction)
 
 
