@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import patch as patch_cli
 from attnviz.cli import qk, qkmap, readout, sinks
 
 DEFAULT_TEXTS = [
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     readout.add_parsers(commands)
     sinks.add_parser(commands)
     qkmap.add_parser(commands)
+    patch_cli.add_parser(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in readout.COMMANDS:
             return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "qk": qk.run, "sinks": sinks.run, "qkmap": qkmap.run}[args.command](args)
+                "blimp": _blimp, "qk": qk.run, "sinks": sinks.run, "qkmap": qkmap.run,
+                "patch": patch_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.logit_lens import logit_lens_section
 from attnviz.ui.mosaic import full_mosaic
+from attnviz.ui.patching import patching_section
 from attnviz.ui.predictions import next_token_predictions
 from attnviz.ui.qkmap import qk_corpus_map
 from attnviz.ui.routes import routes_section
@@ -94,6 +95,7 @@ def render() -> None:
     routes_section(model, source, text, trace, text_b is not None)
     ablation.head_ablation(model, source, text, text_b is not None)
     pairs_ui.minimal_pair(model, source, text, text_b is not None)
+    patching_section(model, source)
     head_detectors(model, source)
     sink_anatomy(model, source)  # its own section (ui/sinks.py)
     qk_corpus_map(model, source)  # its own section (ui/qkmap.py)

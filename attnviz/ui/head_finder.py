@@ -27,6 +27,7 @@ from attnviz.ui.common import (
 )
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.patch_finder import looks_or_matters
 from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import head_grid, word_pair_ranking
@@ -48,6 +49,7 @@ def render() -> None:
     if model is None:
         return
     relation_scores(model, source)
+    looks_or_matters(model, source)  # its own section (ui/patch_finder.py)
     retrieval_section(model, source)  # its own section (ui/retrieval.py)
 
 

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from attnviz.interventions.preference import builtin_pairs
 from attnviz.loading.families import FAMILIES
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
+from attnviz.probesets.patch_pairs import builtin_patch_pairs
 from attnviz.ui.explore import EXAMPLES
 from attnviz.ui.strings import LANGUAGES
 from attnviz.workbench.shelf import PRESETS
@@ -55,7 +56,8 @@ def data_words(*texts: str) -> set[str]:
 
 
 # The built-in minimal pairs are data too (a pick of them is offered whatever the language).
-EXAMPLE_WORDS = data_words(*EXAMPLES, *(f"{p.id} {p.good} {p.bad}" for p in builtin_pairs()))
+EXAMPLE_WORDS = data_words(*EXAMPLES, *(f"{p.id} {p.good} {p.bad}" for p in builtin_pairs()),
+                           *(f"{p.id} {p.clean} {p.corrupt} {p.target} {p.contrast}" for p in builtin_patch_pairs()))
 
 
 def figure_texts(spec: str) -> list[str]:

@@ -164,6 +164,11 @@ def tiny(model_type: str):
     return tiny_pair(model_type)[0]
 
 
+def tiny_hf_model(model_type: str):
+    """The HF model (eager) that `tiny(model_type)` converts, for tests that hook HF's own modules."""
+    return tiny_pair(model_type)[1]
+
+
 def tiny_pair(model_type: str):
     """(our module, the HF eager model it was converted from), as `tiny` builds them."""
     torch.manual_seed(0)
