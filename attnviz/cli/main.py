@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
+    from attnviz.cli import replicate
+    replicate.add_parser(commands)
+
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
         args = argparse.Namespace(command="app", streamlit_args=argv[1:])
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp}[args.command](args)
+                "blimp": _blimp, "replicate": replicate.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
