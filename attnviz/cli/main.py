@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import replicate, sinks
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
-    from attnviz.cli import replicate
+    sinks.add_parser(commands)
     replicate.add_parser(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "replicate": replicate.run}[args.command](args)
+                "blimp": _blimp, "sinks": sinks.run, "replicate": replicate.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
