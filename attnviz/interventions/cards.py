@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from attnviz.probesets import PROBESET_DIR
 
 CARD_DIR = PROBESET_DIR / "findings"
-COMPARES = ("within", "at_most")  # |ours - paper| <= tolerance; ours <= paper + tolerance
+# |ours - paper| <= tolerance; ours <= paper + tolerance; ours >= paper - tolerance
+COMPARES = ("within", "at_most", "at_least")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Card:
     inputs: dict | None = None  # the card's own inputs (texts, lengths)
     labels: dict | None = None  # clark2019: Stanford label -> UD label ("" for none)
     labels_note: dict | None = None
+    by_model: dict | None = None  # gu2024: hub id -> the paper's row for that model (the first checked key)
+    same_tolerance: float | None = None  # ... compared "within" this on that model
 
     def citation(self) -> str:
         p = self.paper
@@ -48,6 +51,16 @@ class Card:
         """Whether `source` names one of the paper's models (hub ids compare case-blind, a trailing / dropped)."""
         given = source.strip().rstrip("/").lower()
         return any(given == model.lower() for model in self.paper_models)
+
+    def for_model(self, source: str) -> Card:
+        """The card as it checks `source`: on one of the paper's models with a row of its own (by_model),
+        that row's number, compared within same_tolerance; else the card as it is."""
+        given = source.strip().rstrip("/").lower()
+        row = next((value for model, value in (self.by_model or {}).items() if model.lower() == given), None)
+        if row is None:
+            return self
+        return replace(self, numbers={**self.numbers, self.checks[0]: row}, compare="within",
+                       tolerance=self.same_tolerance)
 
 
 def _card(path) -> Card:
@@ -59,7 +72,8 @@ def _card(path) -> Card:
                 checks=tuple(raw["checks"]), tolerance=float(raw["tolerance"]), compare=raw["compare"],
                 needs=raw["needs"], verified=bool(raw["verified"]), verified_note=raw["verified_note"],
                 decoders_only=bool(raw.get("decoders_only", False)), inputs=raw.get("inputs"),
-                labels=raw.get("labels"), labels_note=raw.get("labels_note"))
+                labels=raw.get("labels"), labels_note=raw.get("labels_note"), by_model=raw.get("by_model"),
+                same_tolerance=raw.get("same_tolerance"))
 
 
 @cache
@@ -94,8 +108,8 @@ def checks(card: Card, ours: dict) -> list[dict]:
             rows.append({"key": key, "paper": paper, "ours": mine, "difference": None, "agrees": None})
             continue
         difference = float(mine) - float(paper)
-        agrees = abs(difference) <= card.tolerance + 1e-12 if card.compare == "within" else (
-            difference <= card.tolerance + 1e-12)
+        agrees = {"within": abs(difference), "at_most": difference, "at_least": -difference}[card.compare] <= (
+            card.tolerance + 1e-12)
         rows.append({"key": key, "paper": paper, "ours": mine, "difference": round(difference, 4),
                      "agrees": agrees})
     return rows
@@ -107,7 +121,8 @@ def verdict(card: Card, rows: list[dict]) -> str:
     if not measured:
         return "not measured: nothing the card checks could be computed on this model and data"
     differs = [row for row in measured if not row["agrees"]]
-    bound = f"within {card.tolerance:g}" if card.compare == "within" else "at most the paper's bound"
+    bound = {"within": f"within {card.tolerance:g}", "at_most": "at most the paper's bound",
+             "at_least": "at least the paper's lowest"}[card.compare]
     unmeasured = f" ({len(rows) - len(measured)} not measured)" if len(measured) < len(rows) else ""
     if not differs:
         return f"agrees {bound} on {len(measured)} of {len(rows)} checks{unmeasured}"
@@ -117,6 +132,7 @@ def verdict(card: Card, rows: list[dict]) -> str:
 
 def report(card: Card, source: str, ours: dict, inputs: dict | None = None) -> dict:
     """The command's JSON: card, model, same_model, paper, ours, checks, verdict, and what the card ran on."""
+    card = card.for_model(source)
     rows = checks(card, ours)
     return {"card": card.id, "model": source, "same_model": card.is_paper_model(source),
             "paper_model": list(card.paper_models), "citation": card.citation(), "paper": card.numbers,

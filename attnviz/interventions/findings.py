@@ -4,7 +4,8 @@ the rest of attnviz computes it, so a card's number is the number the app shows 
 - clark2019: the Head Finder's treebank scoring (analysis.score_model, to_json), relation by relation;
 - michel2019: the importance scan (effects.importance_scan), then heads switched off together in its order;
 - wu2024: the Head Finder's retrieval scores (interventions.retrieval);
-- olsson2022: the head detectors' induction score (analysis.detectors) and the loss at two places of a text.
+- olsson2022: the head detectors' induction score (analysis.detectors) and the loss at two places of a text;
+- gu2024: the sinks command's sink ratio (interventions.sinks).
 
 Every function takes `progress(done, total)`: the app's jobs raise Cancelled from it, so it is called
 between steps and a card stops at its next step."""
@@ -18,7 +19,7 @@ import torch
 
 from attnviz.analysis import DIRECTIONS, score_model, to_json
 from attnviz.analysis.detectors import detect_heads, top_heads
-from attnviz.interventions import effects
+from attnviz.interventions import effects, sinks
 from attnviz.interventions import retrieval as needle_work
 from attnviz.interventions.cards import CARD_DIR, Card
 from attnviz.interventions.needles import NEEDLES
@@ -187,6 +188,20 @@ def token_losses(model: LoadedModel, text: str, n_tokens: int, positions: np.nda
     return -logprobs.gather(-1, tensor[0, rows, None])[:, 0].cpu().numpy()
 
 
+# --- gu2024 ----------------------------------------------------------------------------------------------
+
+
+def gu2024(card: Card, model: LoadedModel, texts: list[str] | None = None, progress: Progress = None) -> dict:
+    """The sink ratio at the card's epsilon exactly as `python -m attnviz sinks` computes it: the built-in
+    texts cut at sinks.TEXT_TOKENS, or the given texts as run tokenizes them."""
+    max_tokens = None if texts else sinks.TEXT_TOKENS
+    texts = list(texts or sinks.builtin_texts())
+    means = sinks.first_token_means(model, texts, max_tokens=max_tokens, progress=progress)
+    epsilon = card.numbers["epsilon"]
+    return {"ratio": sinks.sink_ratio(means, epsilon), "epsilon": epsilon, "n_texts": len(texts),
+            "max_tokens": max_tokens, "n_heads": int(means.size), "n_sinks": int((means >= epsilon).sum())}
+
+
 def compute(card: Card, model: LoadedModel, name: str, items=None, texts: list[str] | None = None,
             progress: Progress = None, grid_of=None) -> dict:
     """The card's `ours`: clark2019 scores `items` (a treebank's), michel2019 and olsson2022 read `texts`
@@ -204,6 +219,8 @@ def compute(card: Card, model: LoadedModel, name: str, items=None, texts: list[s
         return olsson2022(card, model, texts, progress=progress)
     if card.id == "wu2024":
         return wu2024(card, model, progress=progress, grid_of=grid_of)
+    if card.id == "gu2024":
+        return gu2024(card, model, texts, progress=progress)
     raise ValueError(f"no computation for card {card.id!r}")
 
 
@@ -217,4 +234,6 @@ def run_bytes(model: LoadedModel, card: Card) -> int:
         n = card.inputs["late"][1]
         scored = sum(b - a for a, b in (card.inputs["early"], card.inputs["late"]))
         return effects.scan_bytes(model, n, 1, scored=2 * scored)  # the log-softmax in float64
+    if card.id == "gu2024":
+        return sinks.anatomy_bytes(model, sinks.TEXT_TOKENS)
     return 0
