@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import patch as patch_cli
 from attnviz.cli import replicate, sinks
 
 DEFAULT_TEXTS = [
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sinks.add_parser(commands)
     replicate.add_parser(commands)
+    patch_cli.add_parser(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
@@ -93,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "sinks": sinks.run, "replicate": replicate.run}[args.command](args)
+                "blimp": _blimp, "sinks": sinks.run, "replicate": replicate.run,
+                "patch": patch_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -264,10 +264,12 @@ def scan_bytes(model: LoadedModel, n_tokens: int, batch: int, scored: int | None
     return batch * per_row + itemsize * (c.n_layers + 1) * n_tokens * c.d_model
 
 
-def scan_batch_size(model: LoadedModel, n_tokens: int, budget: int = SCAN_BATCH_BYTES) -> int:
-    """Rows per batch: what fits `budget`, at most MAX_SCAN_BATCH. Large batches pay: on a CPU a short
-    text's forward pass is bound by reading the weights, which a batch reads once for all its rows."""
-    per_row = max(1, scan_bytes(model, n_tokens, 2) - scan_bytes(model, n_tokens, 1))
+def scan_batch_size(model: LoadedModel, n_tokens: int, budget: int = SCAN_BATCH_BYTES,
+                    scored: int | None = None) -> int:
+    """Rows per batch: what fits `budget`, at most MAX_SCAN_BATCH (`scored` as in `scan_bytes`). Large batches
+    pay: on a CPU a short text's forward pass is bound by reading the weights, which a batch reads once for
+    all its rows."""
+    per_row = max(1, scan_bytes(model, n_tokens, 2, scored) - scan_bytes(model, n_tokens, 1, scored))
     return int(max(1, min(MAX_SCAN_BATCH, budget // per_row)))
 
 

@@ -146,6 +146,12 @@ EXTRA = {
 def tiny(model_type: str):
     """Our module for one registered model type, converted from a tiny random HF model of its own config class
     (COMMON, and EXTRA where the family needs more to make its feature bite)."""
+    hf = tiny_hf_model(model_type)
+    return build_module(hf.config.to_dict(), hf.state_dict()).eval()
+
+
+def tiny_hf_model(model_type: str):
+    """The HF model (eager) that `tiny(model_type)` converts, for tests that hook HF's own modules."""
     torch.manual_seed(0)
     config = tf.AutoConfig.for_model(model_type, **COMMON, **EXTRA.get(model_type, {}))
     config._attn_implementation = "eager"
@@ -156,7 +162,7 @@ def tiny(model_type: str):
     with torch.no_grad():
         for p in hf.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    return build_module(config.to_dict(), hf.state_dict()).eval()
+    return hf.eval()
 
 
 def block_bytes(model) -> int:
