@@ -5,7 +5,8 @@ the rest of attnviz computes it, so a card's number is the number the app shows 
 - michel2019: the importance scan (effects.importance_scan), then heads switched off together in its order;
 - wu2024: the Head Finder's retrieval scores (interventions.retrieval);
 - olsson2022: the head detectors' induction score (analysis.detectors) and the loss at two places of a text;
-- gu2024: the sinks command's sink ratio (interventions.sinks).
+- gu2024: the sinks command's sink ratio (interventions.sinks);
+- wang2022: activation patching of every head on IOI prompts (interventions.patching).
 
 Every function takes `progress(done, total)`: the app's jobs raise Cancelled from it, so it is called
 between steps and a card stops at its next step."""
@@ -19,7 +20,7 @@ import torch
 
 from attnviz.analysis import DIRECTIONS, score_model, to_json
 from attnviz.analysis.detectors import detect_heads, top_heads
-from attnviz.interventions import effects, sinks
+from attnviz.interventions import effects, patching, sinks
 from attnviz.interventions import retrieval as needle_work
 from attnviz.interventions.cards import CARD_DIR, Card
 from attnviz.interventions.needles import NEEDLES
@@ -202,6 +203,57 @@ def gu2024(card: Card, model: LoadedModel, texts: list[str] | None = None, progr
             "max_tokens": max_tokens, "n_heads": int(means.size), "n_sinks": int((means >= epsilon).sum())}
 
 
+# --- wang2022 --------------------------------------------------------------------------------------------
+
+
+def ioi_prompts(card: Card) -> list[tuple[str, str, str, str]]:
+    """(clean, corrupted, indirect object, subject) per template and pair of names: the corrupted prompt is
+    the clean one with the two names swapped, so the answer flips."""
+    out = []
+    for template in card.inputs["templates"]:
+        for io, s in card.inputs["names"]:
+            out.append((template.format(A=io, B=s), template.format(A=s, B=io), " " + io, " " + s))
+    return out
+
+
+def wang2022(card: Card, model: LoadedModel, name: str, prompts=None, progress: Progress = None) -> dict:
+    """Each head's output patched from the clean run into the corrupted one (patching.heads, denoising:
+    the share of the logit difference it restores), averaged over the prompts; our strongest heads beside
+    the paper's, and what the paper's heads (on GPT-2 small; else our strongest) restore patched together."""
+    prompts = prompts or ioi_prompts(card)
+    c = model.config
+    listed = [tuple(h) for group in ("name_movers", "negative_name_movers", "s_inhibition")
+              for h in card.numbers[group]]
+    same = card.is_paper_model(name)
+    if same and any(layer >= c.n_layers or head >= c.n_heads for layer, head in listed):
+        raise ValueError("this model has fewer heads than the paper's GPT-2 small")
+    prepared = [patching.prepare(model.module, patching.patch_pair(model, clean, corrupt, io, s))
+                for clean, corrupt, io, s in prompts]
+    grid = np.zeros((c.n_layers, c.n_heads))
+    for done, runs in enumerate(prepared, start=1):
+        grid += patching.heads(runs) / len(prepared)
+        _tick(progress, done, len(prepared) + 1)
+    order = np.argsort(-np.abs(grid), axis=None, kind="stable")[: len(listed)]
+    strongest = [(int(i // c.n_heads), int(i % c.n_heads)) for i in order]
+    together = listed if same else strongest
+    recovered = float(np.mean([_patched_together(runs, together) for runs in prepared]))
+    _tick(progress, len(prepared) + 1, len(prepared) + 1)
+    return {"overlap": round(len(set(listed) & set(strongest)) / len(listed), 4) if same else None,
+            "recovered": round(recovered, 4), "recovered_by": "the paper's heads" if same else "our strongest heads",
+            "strongest": [[layer, head, round(float(grid[layer, head]), 4)] for layer, head in strongest],
+            "prompts": len(prompts)}
+
+
+def _patched_together(runs, heads) -> float:
+    """The normalised effect of patching all of `heads` at once, in one row (patching's edit points)."""
+    edits = {}
+    for layer, head in heads:
+        edits.setdefault((layer, "head_outputs"), []).append(head)
+    edits = {key: (torch.zeros(len(h), dtype=torch.long), torch.tensor(h)) for key, h in edits.items()}
+    first = min(layer for layer, _ in heads)
+    return float(runs.normalised(runs.run_from(first, edits, 1))[0])
+
+
 def compute(card: Card, model: LoadedModel, name: str, items=None, texts: list[str] | None = None,
             progress: Progress = None, grid_of=None) -> dict:
     """The card's `ours`: clark2019 scores `items` (a treebank's), michel2019 and olsson2022 read `texts`
@@ -221,6 +273,8 @@ def compute(card: Card, model: LoadedModel, name: str, items=None, texts: list[s
         return wu2024(card, model, progress=progress, grid_of=grid_of)
     if card.id == "gu2024":
         return gu2024(card, model, texts, progress=progress)
+    if card.id == "wang2022":
+        return wang2022(card, model, name, progress=progress)
     raise ValueError(f"no computation for card {card.id!r}")
 
 
@@ -236,4 +290,8 @@ def run_bytes(model: LoadedModel, card: Card) -> int:
         return effects.scan_bytes(model, n, 1, scored=2 * scored)  # the log-softmax in float64
     if card.id == "gu2024":
         return sinks.anatomy_bytes(model, sinks.TEXT_TOKENS)
+    if card.id == "wang2022":  # a batch of patched runs, and both runs recorded at every edit point per prompt
+        n = 24
+        return effects.scan_bytes(model, n, patching.patch_batch_size(model.module, n), scored=1) + 6 * 2 * 4 * (
+            3 * model.config.n_layers * n * model.config.d_model)
     return 0

@@ -160,6 +160,11 @@ def detail(card: work.Card, ours: dict) -> None:
         st.caption(t("findings_olsson_top", heads=_heads(ours["prefix_matching_top"])))
         if ours.get("icl_score") is not None:
             st.caption(t("findings_olsson_losses", early=ours["loss_early"], late=ours["loss_late"]))
+    elif card.id == "gu2024":
+        st.caption(t("findings_gu_sinks", n=ours["n_sinks"], total=ours["n_heads"], texts=ours["n_texts"]))
+    elif card.id == "wang2022":
+        by = t("findings_wang_paper_heads") if ours["overlap"] is not None else t("findings_wang_our_heads")
+        st.caption(t("findings_wang_top", heads=_heads(ours["strongest"]), recovered=ours["recovered"], by=by))
 
 
 def _head(head) -> str:

@@ -15,7 +15,7 @@ import attnviz
 from attnviz.analysis import DIRECTIONS
 from attnviz.analysis.detectors import detect_heads
 from attnviz.cli.main import main
-from attnviz.interventions import cards, effects, findings
+from attnviz.interventions import cards, effects, findings, patching
 from attnviz.interventions.retrieval import RetrievalResult
 from attnviz.workbench import findings as work
 from attnviz.workbench.shared import Workbench
@@ -40,7 +40,8 @@ def cli_json(argv, capsys) -> dict:
 
 
 def test_every_card_states_its_claim_rule_and_data_in_both_languages():
-    assert [card.id for card in cards.cards()] == ["clark2019", "michel2019", "wu2024", "olsson2022", "gu2024"]
+    assert [card.id for card in cards.cards()] == ["clark2019", "michel2019", "wu2024", "olsson2022", "gu2024",
+                                                   "wang2022"]
     for card in cards.cards():
         for text in (card.claim, card.rule, card.data, card.verified_note):
             assert set(text) == {"en", "zh"} and all(text.values()), card.id
@@ -147,3 +148,18 @@ def test_a_card_is_computed_once_shared_and_refused_before_it_starts_when_too_la
     assert work.shared_report(bench, card, "tiny") is first and work.run(bench, card, model, "tiny") is first
     assert work.too_large(bench, card, model) is None
     assert work.too_large(Workbench(budget=1_000), card, model) == work.need_bytes(card, model)
+
+
+def test_wang_card_is_the_patch_commands_head_patching(tiny):
+    model, _ = tiny
+    card = cards.card("wang2022")
+    prompts = [("when the cat and the dog sat on the mat the dog gave it to the", "when the dog and the cat sat "
+                "on the mat the cat gave it to the", " cat", " dog")]
+    ours = findings.wang2022(card, model, "tiny", prompts)
+    runs = patching.prepare(model.module, patching.patch_pair(model, *prompts[0]))
+    grid = patching.heads(runs)
+    assert [(layer, head) for layer, head, _ in ours["strongest"]][:3] == [
+        (int(i // grid.shape[1]), int(i % grid.shape[1])) for i in np.argsort(-np.abs(grid), axis=None)[:3]]
+    assert ours["strongest"][0][2] == pytest.approx(grid[ours["strongest"][0][0], ours["strongest"][0][1]], abs=1e-4)
+    assert findings._patched_together(runs, [(1, 2)]) == pytest.approx(grid[1, 2], abs=1e-4)  # one head alone
+    assert ours["overlap"] is None and ours["recovered_by"] == "our strongest heads"  # not GPT-2 small
