@@ -40,8 +40,9 @@ def card_view(model, source: str, card: work.Card) -> None:
         if card.is_paper_model(source):
             st.success(t("findings_same_model"))
         else:
-            paper = ", ".join(card.paper_models) if card.paper_models else t("findings_not_released")
-            st.warning(t("findings_not_paper_model", paper=md(paper), model=md(source)))
+            # the card's own hub ids, as code (they hold no backtick); the loaded source is the visitor's: escaped
+            paper = ", ".join(f"`{m}`" for m in card.paper_models) if card.paper_models else t("findings_not_released")
+            st.warning(t("findings_not_paper_model", paper=paper, model=md(source)))
         with st.expander(t("findings_how")):
             st.markdown(t("findings_rule") + " " + md(card.rule[lang]))
             st.markdown(t("findings_data") + " " + md(card.data[lang]))
