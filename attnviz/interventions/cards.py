@@ -121,8 +121,8 @@ def verdict(card: Card, rows: list[dict]) -> str:
     if not measured:
         return "not measured: nothing the card checks could be computed on this model and data"
     differs = [row for row in measured if not row["agrees"]]
-    bound = {"within": f"within {card.tolerance:g}", "at_most": "at most the paper's bound",
-             "at_least": "at least the paper's lowest"}[card.compare]
+    bound = {"within": f"within {card.tolerance:g}", "at_most": "with ours at most the paper's bound",
+             "at_least": "with ours at least the paper's lowest"}[card.compare]
     unmeasured = f" ({len(rows) - len(measured)} not measured)" if len(measured) < len(rows) else ""
     if not differs:
         return f"agrees {bound} on {len(measured)} of {len(rows)} checks{unmeasured}"
