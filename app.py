@@ -13,4 +13,5 @@ st.navigation([
     st.Page("app_pages/1_Head_Finder.py", title=t("page_head_finder"), icon="🎯"),
     st.Page("app_pages/2_Learn.py", title=t("page_learn"), icon="📖"),
     st.Page("app_pages/3_Translate.py", title=t("page_translate"), icon="🌐"),
+    st.Page("app_pages/4_Findings.py", title=t("page_findings"), icon="📑"),
 ]).run()

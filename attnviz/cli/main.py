@@ -1,6 +1,6 @@
-"""Command line: `python -m attnviz {parity,bench,probe,heads,blimp} --model SOURCE ...` (or `attnviz ...`, the
-console script an install gives); `attnviz app [streamlit options]` starts the app; `lens`, `attribute` and
-`routes` are attnviz.cli.readout's."""
+"""Command line: `python -m attnviz COMMAND --model SOURCE ...` (or `attnviz ...`, the console script an install
+gives): parity, bench, probe, heads, blimp here; lens, attribute and routes (attnviz.cli.readout), qk, sinks,
+qkmap, patch and replicate in their own modules; `attnviz app [streamlit options]` starts the app."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attnviz
 from attnviz.cli import patch as patch_cli
-from attnviz.cli import qk, qkmap, readout, sinks
+from attnviz.cli import qk, qkmap, readout, replicate, sinks
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     readout.add_parsers(commands)
     sinks.add_parser(commands)
     qkmap.add_parser(commands)
+    replicate.add_parser(commands)
     patch_cli.add_parser(commands)
 
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in readout.COMMANDS:
             return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "qk": qk.run, "sinks": sinks.run, "qkmap": qkmap.run,
+                "blimp": _blimp, "qk": qk.run, "sinks": sinks.run, "qkmap": qkmap.run, "replicate": replicate.run,
                 "patch": patch_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,0 +1,180 @@
+"""The Findings page: replication cards (interventions.cards), each a published finding about heads with the
+paper's numbers beside ours on the loaded model and a verdict. Each card is a heavy action (ui/heavy.py:
+progress, Cancel, the heavy-work slot); workbench.findings computes, caches and shares its report."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.ui.common import guarded, sidebar, t, workbench
+from attnviz.ui.escape import md
+from attnviz.ui.heavy import heavy_action
+from attnviz.workbench import findings as work
+from attnviz.workbench.finder import parsed_file
+
+UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
+
+
+def render() -> None:
+    model, source = sidebar()
+    st.title(t("findings_title"))
+    st.caption(t("findings_caption"))
+    if model is None:
+        return
+    for card in work.cards():
+        card_view(model, source, card)
+
+
+def _lang() -> str:
+    return st.session_state.get("lang", "en")
+
+
+@st.fragment
+@guarded
+def card_view(model, source: str, card: work.Card) -> None:
+    lang = _lang()
+    with st.container(border=True):
+        st.subheader(md(f"{card.paper['authors'].split(',')[0].split()[-1]} et al. {card.paper['year']}"))
+        st.markdown(md(card.claim[lang]))
+        st.caption(md(card.citation()))
+        if card.is_paper_model(source):
+            st.success(t("findings_same_model"))
+        else:
+            # the card's own hub ids, as code (they hold no backtick); the loaded source is the visitor's: escaped
+            paper = ", ".join(f"`{m}`" for m in card.paper_models) if card.paper_models else t("findings_not_released")
+            st.warning(t("findings_not_paper_model", paper=paper, model=md(source)))
+        with st.expander(t("findings_how")):
+            st.markdown(t("findings_rule") + " " + md(card.rule[lang]))
+            st.markdown(t("findings_data") + " " + md(card.data[lang]))
+            if card.labels_note:
+                st.markdown(md(card.labels_note[lang]))
+            st.caption((t("findings_verified") if card.verified else t("findings_unverified")) + " "
+                       + md(card.verified_note[lang]))
+            if card.inputs and "texts" in card.inputs:
+                st.dataframe({t("findings_column_text"): list(card.inputs["texts"])}, hide_index=True,
+                             key=f"findings_texts_{card.id}")
+        if not work.applies(card, model):
+            st.info(t("findings_decoders_only"))
+            return
+        items = data = name = None
+        if card.needs == "conllu":
+            items, data, name = treebank(card)
+            if not items:
+                return
+        need = work.too_large(workbench(), card, model)
+        if need is not None:
+            st.error(t("findings_too_large", need=need / 1e9, budget=workbench().budget / 1e9))
+            return
+        bench = workbench()
+        result = work.shared_report(bench, card, source, data)
+        if result is None:
+            result = heavy_action(
+                f"findings_run_{card.id}", t("findings_run"), (card.id, source, work.data_key(data)),
+                lambda job: work.run(bench, card, model, source, items, data, progress=job.progress),
+                lambda done, total: t("findings_progress", done=done, total=total))
+        if result is not None:
+            show(card, result)
+        st.caption(t("findings_command"))
+        st.code(command(card, source, name), language="bash")
+
+
+def treebank(card: work.Card):
+    """(items, the file's bytes, its name) of the treebank the card scores: an upload, else the UD English
+    treebank of the reference-data folder when the server has one; errors shown, never raised."""
+    upload = st.file_uploader(t("findings_upload"), type=["conllu"], key=f"findings_upload_{card.id}")
+    st.caption(t("findings_upload_help", mb=UPLOAD_MB))
+    if upload is not None:
+        name, data = upload.name, upload.getvalue()
+    else:
+        found = work.default_treebank()
+        if found is None:
+            st.info(t("findings_no_treebank"))
+            return None, None, None
+        name, data = found.name, found.read_bytes()
+        st.caption(t("findings_treebank", name=md(name)))
+    try:
+        parsed = parsed_file(workbench(), "conllu", data, name)
+    except ValueError as error:  # malformed input names the file and line
+        st.error(t("findings_bad_file", error=md(error)))
+        return None, None, None
+    return parsed.items, data, name
+
+
+def show(card: work.Card, result: dict) -> None:
+    """The paper's numbers beside ours, each with its verdict, then the card's own detail; a table, so every
+    number and name is data, never markup."""
+    rows = result["checks"]
+    st.dataframe({
+        t("findings_column_key"): [row["key"] for row in rows],
+        t("findings_column_paper"): [_number(row["paper"]) for row in rows],
+        t("findings_column_ours"): [_number(row["ours"]) for row in rows],
+        t("findings_column_verdict"): [_row_verdict(card, row) for row in rows],
+    }, hide_index=True, key=f"findings_checks_{card.id}")
+    measured = [row for row in rows if row["agrees"] is not None]
+    if not measured:
+        st.info(t("findings_not_measured"))
+    elif all(row["agrees"] for row in measured):
+        st.success(t("findings_agrees_all", tolerance=card.tolerance))
+    else:
+        st.warning(t("findings_differs_some", n=sum(not row["agrees"] for row in measured), total=len(measured)))
+    detail(card, result["ours"])
+
+
+def _row_verdict(card: work.Card, row: dict) -> str:
+    if row["agrees"] is None:
+        return t("findings_row_unmeasured")
+    if row["agrees"]:
+        return t("findings_row_agrees", tolerance=card.tolerance)
+    return t("findings_row_differs", difference=row["difference"])
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _heads(heads) -> str:
+    return ", ".join(f"L{layer}H{head} {score:.2f}" for layer, head, score in heads or [])
+
+
+def detail(card: work.Card, ours: dict) -> None:
+    """What each card computes besides the checked numbers: Clark's best heads and baselines, Michel's curve,
+    Wu's and Olsson's top heads."""
+    if card.id == "clark2019":
+        labels = list(card.labels)
+        st.dataframe({
+            t("findings_column_relation"): [f"{s} → {card.labels[s] or '-'}" for s in labels],
+            t("findings_column_paper_head"): [_head(card.numbers.get(s, {}).get("best_head")) for s in labels],
+            t("findings_column_our_head"): [_head((ours.get(s) or {}).get("best_head")) for s in labels],
+            t("findings_column_baseline"): [_number((ours.get(s) or {}).get("baseline")) for s in labels],
+            t("findings_column_items"): [(ours.get(s) or {}).get("n", 0) for s in labels],
+        }, hide_index=True, key="findings_clark_heads")
+    elif card.id == "michel2019":
+        st.caption(t("findings_michel_curve", max=ours["importance_max"], median=ours["importance_median"]))
+        st.line_chart({t("findings_column_removed"): [share for share, _ in ours["curve"]],
+                       t("findings_column_metric"): [metric for _, metric in ours["curve"]]},
+                      x=t("findings_column_removed"), y=t("findings_column_metric"))
+    elif card.id == "wu2024" and ours.get("share") is not None:
+        st.caption(t("findings_wu_top", n=ours["n_retrieval"], total=ours["n_heads"], heads=_heads(ours["top"])))
+    elif card.id == "wu2024":
+        st.warning(t("findings_wu_none", n=ours["prompts"]))
+    elif card.id == "olsson2022":
+        st.caption(t("findings_olsson_top", heads=_heads(ours["prefix_matching_top"])))
+        if ours.get("icl_score") is not None:
+            st.caption(t("findings_olsson_losses", early=ours["loss_early"], late=ours["loss_late"]))
+    elif card.id == "gu2024":
+        st.caption(t("findings_gu_sinks", n=ours["n_sinks"], total=ours["n_heads"], texts=ours["n_texts"]))
+    elif card.id == "wang2022":
+        by = t("findings_wang_paper_heads") if ours["overlap"] is not None else t("findings_wang_our_heads")
+        st.caption(t("findings_wang_top", heads=_heads(ours["strongest"]), recovered=ours["recovered"], by=by))
+
+
+def _head(head) -> str:
+    return "-" if not head else f"L{head[0]}H{head[1]}"
+
+
+def command(card: work.Card, source: str, treebank_name: str | None) -> str:
+    """The one line that reproduces the card with the command line (the model's name shell-quoted)."""
+    import shlex
+
+    extra = f" --conllu {shlex.quote(treebank_name)}" if treebank_name else ""
+    return f"python -m attnviz replicate {card.id} --model {shlex.quote(source)}{extra} --json"
