@@ -301,7 +301,7 @@ def score_pairs(model, name: str, pairs: list[MinimalPair], progress=None, batch
 def default_data_dir() -> Path:
     """`$ATTNVIZ_DATA_DIR/blimp`, else `../shared/data/blimp` beside the repository (docs/architecture.md)."""
     value = os.environ.get(DATA_ENV, "").strip()
-    root = Path(value).expanduser() if value else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    root = Path(value).expanduser() if value else Path(__file__).resolve().parents[3] / "shared" / "data"  # <repo>/..
     return root / "blimp"
 
 
