@@ -28,18 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+from bench_long_context import reset_peak, status_kb  # noqa: E402 (this folder is the script's sys.path[0])
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 LENGTHS = (1024, 3700, 8192)
 MODES = ("sdpa", "eager", "before", "after")
-
-
-def status_bytes(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
 
 
 def cpu_seconds() -> float:
@@ -100,13 +94,12 @@ def one(mode: str, n: int, tree: str) -> dict:
     from attnviz.workbench.memory import trim_heap
 
     trim_heap()  # the load's freed heap back to the OS: the RSS is then what is held
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # VmHWM back to the RSS (Linux >= 4.0): the peak read after is the pass's
-    before = status_bytes("VmRSS")
+    reset_peak()  # VmHWM back to the RSS: the peak read after is the pass's
+    before = status_kb("VmRSS")
     cpu, wall = cpu_seconds(), time.perf_counter()
     run()
     cpu, wall = cpu_seconds() - cpu, time.perf_counter() - wall
-    peak = status_bytes("VmHWM")
+    peak = status_kb("VmHWM")
     return {"mode": mode, "tokens": n, "cpu_s": cpu, "wall_s": wall, "peak_rss": peak, "pass_peak": peak - before,
             "tree": tree}
 
