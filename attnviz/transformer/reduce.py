@@ -123,6 +123,80 @@ def view_poolings(n: int, cells: int, special: np.ndarray, word_of_token, first_
     return poolings
 
 
+ARGMAX_CHUNK = 64
+
+
+def _first_index(p: torch.Tensor) -> torch.Tensor:
+    """[H, R] int64: each row's first column holding its maximum (numpy's argmax), without torch's indexed
+    reduction over every column (several times slower than a plain maximum): the maximum of each chunk of
+    ARGMAX_CHUNK columns, the first chunk that holds the row's maximum, the first maximum inside it."""
+    c = p.shape[-1]
+    n = c // ARGMAX_CHUNK
+    if n < 2:
+        return p.argmax(-1)
+    chunks = p[..., : n * ARGMAX_CHUNK].unflatten(-1, (n, ARGMAX_CHUNK)).amax(-1)  # H, R, n
+    if c > n * ARGMAX_CHUNK:
+        chunks = torch.cat((chunks, p[..., n * ARGMAX_CHUNK :].amax(-1, keepdim=True)), dim=-1)  # H, R, n + 1
+    start = chunks.argmax(-1) * ARGMAX_CHUNK  # H, R: the first chunk holding the maximum
+    # the chunk's columns; the last chunk's, past the end, repeat the last column, which a first maximum never is
+    at = (start[..., None] + torch.arange(ARGMAX_CHUNK, device=p.device)).clamp_max_(c - 1)  # H, R, chunk
+    return start + p.gather(-1, at).argmax(-1)
+
+
+def _entropy(p, scores, top, where, total) -> torch.Tensor:
+    """-sum_j p_ij log p_ij [H, R]. From the scores s [H, R, C] the probabilities are the softmax of, log p_ij =
+    (s_ij - s_it) + log p_it for any column t of the row (its maximum here): one subtraction and one product a
+    probability, where a logarithm of each costs several times more. Without scores: torch's xlogy."""
+    if scores is None:
+        return -torch.special.xlogy(p, p).sum(-1)
+    s = scores if scores.dtype == torch.float32 else scores.float()  # H, R, C
+    s -= s.gather(-1, where[..., None])  # s_ij - s_it: 0 at the maximum, finite where blocked (p is 0 there)
+    return -torch.linalg.vecdot(p, s) - torch.special.xlogy(total, top)
+
+
+def _mean_distance(p: torch.Tensor, r0: int, c0: int) -> torch.Tensor:
+    """sum_j p_ij |i - j| [H, R] for rows r0.. and columns c0.. of a block p [H, R, C], with no [R, C] table
+    of distances for the columns left of the block's rows (all a causal block's but its diagonal part) nor
+    right of them: there |i - j| = (ramp from the rows' edge) + (the row's distance to that edge), two sums of
+    terms >= 0 (a matrix-vector product and a row sum), so float32 loses nothing to cancellation. The columns
+    beside the rows are multiplied by their distances."""
+    h, r, c = p.shape
+    rows = torch.arange(r0, r0 + r, device=p.device, dtype=torch.float32)  # R
+    out = torch.zeros(h, r, device=p.device)
+    left = min(r0, c0 + c) - c0  # columns c0 .. r0 (before every row)
+    if left > 0:
+        part = p[..., :left]  # H, R, left
+        ramp = r0 - torch.arange(c0, c0 + left, device=p.device, dtype=torch.float32)  # r0 - j >= 1
+        out += part @ ramp + (rows - r0) * part.sum(-1)
+    right = max(r0 + r, c0)  # columns r0 + r .. c0 + c (after every row)
+    if right < c0 + c:
+        part = p[..., right - c0 :]
+        ramp = torch.arange(right, c0 + c, device=p.device, dtype=torch.float32) - (r0 + r - 1)  # j - last >= 1
+        out += part @ ramp + ((r0 + r - 1) - rows) * part.sum(-1)
+    n0, n1 = max(r0, c0), min(r0 + r, c0 + c)  # the columns beside the rows
+    if n1 > n0:
+        cols = torch.arange(n0, n1, device=p.device, dtype=torch.float32)
+        out += torch.linalg.vecdot(p[..., n0 - c0 : n1 - c0], (rows[:, None] - cols[None, :]).abs_())
+    return out
+
+
+def _diagonal(p: torch.Tensor, offset: int) -> torch.Tensor:
+    """p[:, i, i + offset] for the rows whose column i + offset is in the block [H, n] (n may be 0): the weight
+    of row r0 + i on key r0 + i + k when offset = r0 + k - c0 (previous k = -1, self 0, next 1)."""
+    return torch.diagonal(p, offset=offset, dim1=-2, dim2=-1)
+
+
+def _row_share(p: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """Each row's weight on some columns [H, R]: p [H, R, C] times a 0/1 vector [C] (a matrix-vector product)."""
+    h, r, c = p.shape
+    return (p.reshape(h * r, c) @ columns).view(h, r)
+
+
+def _inverse(kept: torch.Tensor) -> torch.Tensor:
+    """1 / x, 0 where x is 0 (a row with no weight on the columns kept adds nothing)."""
+    return torch.where(kept > 0, 1.0 / kept, torch.zeros((), device=kept.device))
+
+
 class Reducer:
     """A record (attnviz.transformer.record's interface) that reduces each layer's probabilities block by
     block. One sequence (batch 1). `special`, `punctuation` [T] bool are the profile's token classes.
@@ -140,6 +214,7 @@ class Reducer:
         self.progress = progress  # called with (layer, n_layers) as each layer's last block is reduced
         self.n_tokens = self.special.size
         self._constants: dict[torch.device, dict] = {}
+        self._row_cache: dict[tuple, tuple] = {}  # (device, r0, rows) -> _row_weights
         self.begin(0)
 
     def begin(self, n_layers: int) -> None:
@@ -158,6 +233,7 @@ class Reducer:
         if made is None:
             classes = np.stack([self.special, self.punctuation], axis=1).astype(np.float32)  # S, 2
             made = {"classes": torch.from_numpy(classes).to(device), "poolings": {}}
+            norms: dict[bytes, torch.Tensor] = {}  # one tensor for equal columns: their row sums are made once
             for name, p in self.poolings.items():
                 cols = np.zeros((p.col_cell.size, p.n_cols), np.float32)  # S, cells: one-hot
                 kept = p.col_cell >= 0
@@ -165,7 +241,7 @@ class Reducer:
                 norm = kept if p.norm_cols is None else np.asarray(p.norm_cols, bool)
                 made["poolings"][name] = {
                     "cols": torch.from_numpy(cols).to(device),
-                    "kept": torch.from_numpy(norm.astype(np.float32)).to(device),
+                    "kept": norms.setdefault(norm.tobytes(), torch.from_numpy(norm.astype(np.float32)).to(device)),
                     "cell": torch.from_numpy(p.row_cell).to(device),
                     "weight": torch.from_numpy(p.row_weight.astype(np.float32)).to(device),
                     "renormalise": p.renormalise,
@@ -184,62 +260,84 @@ class Reducer:
                 acc["tiles:" + name] = torch.zeros(n_heads, p.n_rows, p.n_cols, dtype=torch.float32, device=device)
         return acc
 
-    def reduce(self, layer: int, probs: torch.Tensor, r0: int, c0: int) -> None:
-        """Add one block, probabilities [1, H, R, C] of rows r0.. and columns c0.., to layer `layer`'s sums."""
+    def reduce(self, layer: int, probs: torch.Tensor, r0: int, c0: int, scores: torch.Tensor | None = None) -> None:
+        """Add one block, probabilities [1, H, R, C] of rows r0.. and columns c0.., to layer `layer`'s sums.
+        `scores`: the block's scores the probabilities are the softmax of (overwritten here), which make the
+        entropy without a logarithm a probability (`_entropy`)."""
         if probs.shape[0] != 1:
             raise ValueError(f"a Reducer takes one sequence, got a batch of {probs.shape[0]}")
         p = probs[0].float()  # H, R, C
         h, r, c = p.shape
         const = self._on(p.device)
         acc = self._accumulators(layer, h, p.device)
-        rows = torch.arange(r0, r0 + r, device=p.device)
-        cols = torch.arange(c0, c0 + c, device=p.device)
 
         def add(name, per_row):  # per-row values [H, R], summed over rows in float64
             acc[name] += per_row.double().sum(-1)
 
         total = p.sum(-1)  # H, R
+        top = p.amax(-1)  # H, R
+        where = _first_index(p)  # H, R: the first maximum, as numpy's argmax
         sink = (1.0 - total.double()).clamp_min(0.0)
         add("sink_mass", sink)
         acc["sink_mass_max"] = torch.maximum(acc["sink_mass_max"], sink.max(-1).values)  # the most of one row
-        add("entropy", -torch.special.xlogy(p, p).sum(-1))
-        add("mean_distance", (p * (rows[:, None] - cols[None, :]).abs().float()).sum(-1))
-        shares = p @ const["classes"][c0 : c0 + c]  # H, R, 2
-        add("special", shares[..., 0])
-        add("punctuation", shares[..., 1])
+        add("entropy", _entropy(p, None if scores is None else scores[0], top, where, total))
+        add("mean_distance", _mean_distance(p, r0, c0))
+        columns = self._pool(acc, const, p, r0, c0)  # H, C: each column's weight summed over the block's rows
+        shares = columns @ const["classes"][c0 : c0 + c]  # H, 2
+        acc["special"] += shares[:, 0].double()
+        acc["punctuation"] += shares[:, 1].double()
         if c0 == 0:
-            add("first", p[..., 0])
+            acc["first"] += columns[:, 0].double()
         for name, offset in (("previous", -1), ("next", 1), ("self", 0)):
-            at = rows + offset
-            exists = (at >= 0) & (at < self.n_tokens)  # the rows that have this neighbour
-            seen = exists & (at >= c0) & (at < c0 + c)  # ... inside the block's columns (else its weight is 0)
-            if bool(seen.any()):
-                add(name, p[:, seen.nonzero().flatten(), (at[seen] - c0)])
-        top, where = p.max(-1)  # the first maximum, as numpy's argmax
+            acc[name] += _diagonal(p, r0 + offset - c0).double().sum(-1)
         add("confidence", top)
         acc["argmax"][:, r0 : r0 + r] = (where + c0).int()
-        for name, pooling in const["poolings"].items():
-            self._pool(acc["tiles:" + name], pooling, p, r0, c0)
         if r0 + r == self.n_tokens and self.progress is not None:
             self.progress(layer, self.n_layers)
 
-    @staticmethod
-    def _pool(tiles, pooling, p, r0: int, c0: int) -> None:
-        """tiles[:, a, b] += sum over the block's rows i of cell a of weight_i * (sum over columns j of cell b of
-        p_ij): the rows first (a small one-hot matmul), then the columns of the few row cells left."""
+    def _pool(self, acc, const, p, r0: int, c0: int) -> torch.Tensor:
+        """Every pooling's tiles[:, a, b] += sum over the block's rows i of cell a of weight_i * (sum over columns
+        j of cell b of p_ij): the rows of all poolings at once (one [H, cells + 1, R] @ [H, R, C] matmul, each row
+        weight divided by the row's weight on the columns kept where the pooling renormalises), then the columns
+        of each pooling's few row cells. Returns the last row of that matmul, the block's column sums [H, C]."""
         h, r, c = p.shape
-        cell = pooling["cell"][r0 : r0 + r]
-        present = cell[cell >= 0]
-        if present.numel() == 0:
-            return
-        lo, hi = int(present.min()), int(present.max())
-        one_hot = (cell[None, :] == torch.arange(lo, hi + 1, device=p.device)[:, None]).float()  # cells, R
-        weights = one_hot * pooling["weight"][r0 : r0 + r][None, :]
-        if pooling["renormalise"]:
-            kept = p @ pooling["kept"][c0 : c0 + c]  # H, R: each row's weight on the columns it is renormalised over
-            factor = torch.where(kept > 0, 1.0 / kept, torch.zeros((), device=p.device))
-            weights = weights[None] * factor[:, None, :]  # H, cells, R
-        tiles[:, lo : hi + 1] += (weights @ p) @ pooling["cols"][c0 : c0 + c]
+        weights, parts = self._row_weights(const, r0, r, p.device)  # cells + 1, R; (name, cells slice, lo, hi) each
+        weights = weights.expand(h, -1, -1)  # H, cells + 1, R
+        renormalised = [part for part in parts if const["poolings"][part[0]]["renormalise"]]
+        if renormalised:
+            weights = weights.clone()
+            kept_by = {}
+            for name, rows, _, _ in renormalised:
+                kept = const["poolings"][name]["kept"]  # S: the columns this pooling renormalises over
+                if id(kept) not in kept_by:  # views sharing their columns share the sums
+                    kept_by[id(kept)] = _row_share(p, kept[c0 : c0 + c])
+                weights[:, rows] *= _inverse(kept_by[id(kept)])[:, None, :]
+        pooled = torch.bmm(weights, p)  # H, cells + 1, C
+        for name, rows, lo, hi in parts:
+            acc["tiles:" + name][:, lo : hi + 1] += pooled[:, rows] @ const["poolings"][name]["cols"][c0 : c0 + c]
+        return pooled[:, -1]
+
+    def _row_weights(self, const, r0: int, r: int, device):
+        """The row weights for rows r0:r0 + r ([cells + 1, R]: a row for each tile row of each pooling there,
+        stacked, and a row of ones last) and where each pooling's are: the same for every layer, so made once a
+        block."""
+        key = (device, r0, r)
+        made = self._row_cache.get(key)
+        if made is None:
+            blocks, parts, at = [], [], 0
+            for name, pooling in const["poolings"].items():
+                cell = pooling["cell"][r0 : r0 + r]
+                present = cell[cell >= 0]
+                if present.numel() == 0:
+                    continue
+                lo, hi = int(present.min()), int(present.max())
+                one_hot = (cell[None, :] == torch.arange(lo, hi + 1, device=device)[:, None]).float()  # cells, R
+                blocks.append(one_hot * pooling["weight"][r0 : r0 + r][None, :])
+                parts.append((name, slice(at, at + hi + 1 - lo), lo, hi))
+                at += hi + 1 - lo
+            blocks.append(torch.ones(1, r, device=device))
+            made = self._row_cache[key] = (torch.cat(blocks), parts)
+        return made
 
     def result(self) -> dict:
         """numpy on the CPU: "statistics" {name: [L, H] float64} (means over rows, as analysis.profile),
@@ -290,5 +388,5 @@ class _LayerReducer:
     def rows(self) -> int:
         return self.reducer.rows
 
-    def reduce(self, probs: torch.Tensor, r0: int, c0: int) -> None:
-        self.reducer.reduce(self.layer, probs, r0, c0)
+    def reduce(self, probs: torch.Tensor, r0: int, c0: int, scores: torch.Tensor | None = None) -> None:
+        self.reducer.reduce(self.layer, probs, r0, c0, scores)

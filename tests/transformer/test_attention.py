@@ -118,7 +118,7 @@ class _Blocks:
     def wants(self, name):
         return False
 
-    def reduce(self, probs, r0, c0):
+    def reduce(self, probs, r0, c0, scores=None):
         self.probs[..., r0:r0 + probs.shape[-2], :] = 0.0  # the block's rows see nothing outside its columns
         self.probs[..., r0:r0 + probs.shape[-2], c0:c0 + probs.shape[-1]] = probs
 
