@@ -54,9 +54,9 @@ def main() -> None:
     print(f"{'tokens':>6s} {'view':10s} {'CPU s':>7s} {'wall s':>7s}")
     for n in [int(v) for v in args.tokens.split(",")]:
         text = text_of(model, n)
-        for name, work in (("lens", lambda: logit_lens(model, text)),
-                           ("attribute", lambda: attribute(model, text, " are", " is")),
-                           ("routes", lambda: routes(model, text))):
+        for name, work in (("lens", lambda text=text: logit_lens(model, text)),
+                           ("attribute", lambda text=text: attribute(model, text, " are", " is")),
+                           ("routes", lambda text=text: routes(model, text))):
             cpu, wall = cpu_seconds(work, args.repeats)
             print(f"{len(model.encode(text).ids):6d} {name:10s} {cpu:7.2f} {wall:7.2f}")
 
