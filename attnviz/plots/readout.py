@@ -44,10 +44,10 @@ def target_curve(labels: list[str], ranks: np.ndarray, probs: np.ndarray, target
                              name=f"p({escape_label(target)})"))
     fig.add_trace(go.Scatter(x=shown, y=np.asarray(ranks, dtype=np.int64) + 1, mode="lines", yaxis="y2",
                              name=escape_label(rank), line={"dash": "dot"}))
-    fig.update_layout(title=escape_label(title), height=320, xaxis={"type": "category"},
+    fig.update_layout(title=escape_label(title), height=340, xaxis={"type": "category", "automargin": True},
                       yaxis={"title": "p", "range": [0, 1]},
                       yaxis2={"title": escape_label(rank), "type": "log", "overlaying": "y", "side": "right",
-                              "autorange": "reversed"},
+                              "autorange": "reversed", "dtick": 1, "tickformat": ",d"},  # 1, 10, 100, ...
                       legend={"orientation": "h"})
     return fig
 

@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
+from attnviz.analysis.views import visible_token
 from attnviz.plots import readout as figures
 from attnviz.ui.common import guarded, plot_text, t, workbench
 from attnviz.ui.readout import computed, opening, token_box
@@ -62,5 +63,5 @@ def head_vocabulary(model, source: str, result, key: tuple) -> None:
     for column, title, rows, key in ((up, "dla_promoted", tokens.promoted, "dla_up"),
                                      (down, "dla_suppressed", tokens.suppressed, "dla_down")):
         column.markdown(t(title))
-        column.dataframe({t("column_token"): [text for _, text, _ in rows],
+        column.dataframe({t("column_token"): [visible_token(text) for _, text, _ in rows],  # spaces as ␣
                           t("dla_change"): [round(v, 3) for _, _, v in rows]}, hide_index=True, key=key)
