@@ -6,11 +6,11 @@ before it starts (`too_large`)."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from attnviz.interventions import findings
 from attnviz.interventions.cards import Card, cards, report
+from attnviz.interventions.preference import default_data_dir
 from attnviz.workbench import retrieval
 from attnviz.workbench.finder import BATCH_BYTES
 from attnviz.workbench.shared import Workbench
@@ -77,13 +77,12 @@ def run(bench: Workbench, card: Card, model, name: str, items=None, data: bytes 
     return result
 
 
-DATA_ENV = "ATTNVIZ_DATA_DIR"
 TREEBANK = "ud/en_ewt-ud-dev.conllu"  # the UD English EWT dev split of the reference-data folder
 
 
-def default_treebank(environ=os.environ) -> Path | None:
-    """`$ATTNVIZ_DATA_DIR/ud/en_ewt-ud-dev.conllu` when the server has it (the UD treebanks are not shipped:
-    the project ships only self-written data), else None: the page then asks for an upload."""
-    folder = environ.get(DATA_ENV, "").strip()
-    path = Path(folder).expanduser() / TREEBANK if folder else None
-    return path if path is not None and path.is_file() else None
+def default_treebank() -> Path | None:
+    """The reference-data folder's UD English EWT dev split ($ATTNVIZ_DATA_DIR, else ../shared/data beside the
+    repository, as the blimp command and the corpus map find theirs) when the server has it (the UD treebanks
+    are not shipped: the project ships only self-written data), else None: the page then asks for an upload."""
+    path = default_data_dir().parent / TREEBANK
+    return path if path.is_file() else None
