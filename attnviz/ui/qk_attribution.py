@@ -36,8 +36,9 @@ def qk_attribution_section(trace, source: str, text: str, text_b: str | None, la
     if st.session_state.get("qka_key2") not in (None, *range(n)):
         st.session_state["qka_key2"] = None
     cols = st.columns([2, 2, 1])
-    key = cols[0].selectbox(t("qka_key"), list(range(n)), key="qka_key", format_func=lambda j: f"{j}: {labels[j]}")
-    key2 = cols[1].selectbox(t("qka_key2"), [None, *range(n)], key="qka_key2",
+    key = cols[0].selectbox(t("qka_key"), list(range(n)), key="qka_key", format_func=lambda j: f"{j}: {labels[j]}",
+                            placeholder=t("choose_option"))
+    key2 = cols[1].selectbox(t("qka_key2"), [None, *range(n)], key="qka_key2", placeholder=t("choose_option"),
                              format_func=lambda j: t("qka_no_key2") if j is None else f"{j}: {labels[j]}")
     grouped = cols[2].toggle(t("qka_grouped"), key="qka_grouped")
     try:

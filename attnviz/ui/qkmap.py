@@ -63,7 +63,8 @@ def qk_corpus_map(model, source: str) -> None:
         layer, head = head_picker(columns, model.info.n_layers, model.info.n_heads, prefix="qkmap_")
         choices = [*work.corpora(), UPLOAD]
         labels = {c: corpus_label(c) for c in choices}  # in this run's language (ui/sinks.py says why)
-        choice = columns[2].selectbox(t("qkmap_corpus"), choices, key="qkmap_corpus", format_func=labels.get)
+        choice = columns[2].selectbox(t("qkmap_corpus"), choices, key="qkmap_corpus", format_func=labels.get,
+                                             placeholder=t("choose_option"))
         n = columns[3].slider(t("qkmap_sentences"), 10, work.MAX_SENTENCES, work.DEFAULT_SENTENCES, 10,
                               key="qkmap_n")
         corpus, sentences = _corpus(choice)

@@ -78,7 +78,8 @@ def sink_anatomy(model, source: str) -> None:
         if found.skipped:
             st.caption(t("sinks_skipped", n=found.skipped))
         names = {q: t(f"sinks_show_{q}") for q in QUANTITIES}
-        quantity = st.selectbox(t("sinks_show"), QUANTITIES, key="sinks_show", format_func=names.get)
+        quantity = st.selectbox(t("sinks_show"), QUANTITIES, key="sinks_show", format_func=names.get,
+                                placeholder=t("choose_option"))
         values, colours = _grid(found, quantity)
         figure = plots.score_grid(values, t(f"sinks_show_{quantity}"), text=plot_text(), **colours)
         head_grid(st, figure, "sinks_grid", in_fragment=True)
