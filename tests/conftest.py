@@ -90,12 +90,21 @@ def smollm():
 
 
 @pytest.fixture(scope="session")
-def smollm_reference(smollm):
-    """HF's own eager model on SmolLM2's weights (its GGUF dequantised by transformers: the slow part), loaded
-    once for the parity and the sink tests."""
-    from attnviz.loading import hf
+def smollm_causal_reference(smollm):
+    """HF's own eager causal LM on SmolLM2's weights (its GGUF dequantised by transformers: the slow part),
+    loaded once for the parity, the sink and the patching tests."""
+    import torch
+    import transformers as tf
 
-    return hf.reference_model(smollm.info.path)
+    path = Path(smollm.info.path)
+    return tf.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
+                                                   dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="session")
+def smollm_reference(smollm_causal_reference):
+    """HF's own eager base model on SmolLM2's weights (the causal LM's, without its head)."""
+    return smollm_causal_reference.model
 
 
 @pytest.fixture(scope="module")

@@ -54,8 +54,9 @@ def patching_section(model, source: str) -> None:
         left, right = st.columns(2)
         clean = left.text_input(t("patch_clean"), key="patch_clean", max_chars=400)
         corrupt = right.text_input(t("patch_corrupt"), key="patch_corrupt", max_chars=400)
-        target = left.text_input(t("patch_target"), key="patch_target", help=t("patch_token_help"))
-        contrast = right.text_input(t("patch_contrast"), key="patch_contrast", help=t("patch_token_help"))
+        target = left.text_input(t("patch_target"), key="patch_target", help=t("patch_token_help"), max_chars=100)
+        contrast = right.text_input(t("patch_contrast"), key="patch_contrast", help=t("patch_token_help"),
+                                 max_chars=100)
         direction = st.radio(t("patch_direction"), ("denoise", "noise"), horizontal=True, key="patch_direction",
                              format_func={d: t(f"patch_{d}") for d in ("denoise", "noise")}.get)
         patch_results(model, source, clean.strip(), corrupt.strip(), target, contrast, direction)

@@ -54,7 +54,7 @@ def position(trace, source: str, text: str, prefix: str) -> int:
 
 def token_box(label_key: str, key: str, help_key: str) -> str | None:
     """One token typed as text (' are', its leading space kept), or None when the box is empty."""
-    typed = st.text_input(t(label_key), key=key, help=t(help_key))
+    typed = st.text_input(t(label_key), key=key, help=t(help_key), max_chars=100)  # one token
     return typed or None
 
 

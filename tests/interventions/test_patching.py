@@ -6,8 +6,6 @@ random GPT-2, Llama (GQA) and Gemma 3 models, and SmolLM2 offline."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -192,14 +190,8 @@ def test_a_common_word_tokenised_differently_is_refused(smollm):
 # --- SmolLM2 offline -------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def smollm_hf(smollm):
-    path = Path(smollm.info.path)  # the GGUF file the session fixture loaded, dequantised by HF as by us
-    return tf.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
-                                                   dtype=torch.float32).eval()
-
-
-def test_smollm_patching_equals_hooks_on_hf(smollm, smollm_hf):
+def test_smollm_patching_equals_hooks_on_hf(smollm, smollm_causal_reference):
+    smollm_hf = smollm_causal_reference  # HF's own SmolLM2, loaded once per run (tests/conftest.py)
     pair = patching.patch_pair(smollm, "The keys to the cabinet", "The key to the cabinet", " are", " is")
     components = [(0, "block_inputs", 1), (13, "mlp_outputs"), (26, "head_outputs", 0), (27, "head_outputs", 8, 4)]
     for direction in patching.DIRECTIONS:
