@@ -137,13 +137,12 @@ def _embedding_parts(module, input_ids: torch.Tensor, positions: list[int], toke
     """The parts of `Transformer.embed` at `positions` (batch row 0), through its norm and projection."""
     c = module.config
     ids = input_ids[:1]
-    walk = _Walk(c.embedding_size or (c.embed_proj_dim or c.d_model), len(positions))
     token = module.token_embedding(ids)[0, positions]
     if c.embed_scale is not None:
         token = token * torch.tensor(c.embed_scale, dtype=token.dtype)
     if module.project_in is not None:
         token = module.project_in(token)
-    walk.rest = torch.zeros(len(positions), token.shape[-1], dtype=torch.float64)
+    walk = _Walk(token.shape[-1], len(positions))  # the embedding width (ALBERT's, OPT-350m's projected one)
     walk.add("embed", token)
     if module.position_embedding is not None:
         walk.add("pos_embed", module.position_embedding(module.positions(ids)[0, positions]))
