@@ -16,9 +16,26 @@ from tests.helpers.pages import TIMEOUT
 FINDINGS = str(ROOT / "app_pages" / "4_Findings.py")
 
 
-def test_findings_page_in_both_languages(monkeypatch):
+# Two sentences of our own in CoNLL-U: the server's treebank as the page finds it, without the UD data.
+OWN_TREEBANK = """# text = The dog barks.
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\tSpaceAfter=No
+4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+# text = She reads books.
+1\tShe\tshe\tPRON\tPRP\t_\t2\tnsubj\t_\t_
+2\treads\tread\tVERB\tVBZ\t_\t0\troot\t_\t_
+3\tbooks\tbook\tNOUN\tNNS\t_\t2\tobj\t_\tSpaceAfter=No
+4\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_
+
+"""
+
+
+def test_findings_page_in_both_languages(monkeypatch, tmp_path):
     require_offline(MINILM)
-    monkeypatch.delenv("ATTNVIZ_DATA_DIR", raising=False)  # no server treebank: clark2019 asks for an upload
+    # An empty reference-data folder, whatever the machine has beside the repository: clark2019 asks for an upload.
+    monkeypatch.setenv("ATTNVIZ_DATA_DIR", str(tmp_path))
     at = AppTest.from_file(FINDINGS, default_timeout=TIMEOUT)
     at.session_state["lang"] = "zh"
     at.run()
@@ -31,3 +48,12 @@ def test_findings_page_in_both_languages(monkeypatch):
     runs = {button.key for button in at.button if button.key and button.key.startswith("findings_run_")}
     assert runs == {"findings_run_michel2019", "findings_run_gu2024"}  # wu, olsson, wang need a decoder
     assert len([e for e in at.info if "decoder" in e.value]) == 3
+    assert any("Upload a Universal Dependencies treebank" in e.value for e in at.info)
+
+    # With a treebank in the server's folder the card names it (and its licence) instead, in either language.
+    (tmp_path / "ud").mkdir()
+    (tmp_path / "ud" / "en_ewt-ud-dev.conllu").write_text(OWN_TREEBANK, encoding="utf-8")
+    at.run()
+    walk(at, "zh", papers | data_words("en_ewt-ud-dev.conllu"))  # the file's name is data
+    assert any("en\\_ewt" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not any("通用依存树库" in e.value for e in at.info)
