@@ -248,7 +248,6 @@ def importance_scan(
         if progress is not None:
             progress(start + len(rows), total)
     return scores.reshape(n_layers, n_heads)
-    return scores
 
 
 def scan_bytes(model: LoadedModel, n_tokens: int, batch: int, scored: int | None = None) -> int:
