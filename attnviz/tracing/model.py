@@ -6,11 +6,13 @@ the forward pass is ours.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tokenizers import models
 
 from attnviz.trace import AttentionTrace, ReducedTrace, align_tokens_to_words, split_words
 from attnviz.tracing.reduced import reduced_trace
@@ -33,6 +35,8 @@ def _byte_of_char() -> dict[str, int]:
 
 
 _BYTE_OF_CHAR = _byte_of_char()
+_FALLBACK_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a sentencepiece byte-fallback token, e.g. <0xE4>
+_SPACE_MARK = "\u2581"  # sentencepiece's word-boundary mark, ▁, stands for a space
 
 
 @dataclass(frozen=True)
@@ -185,10 +189,17 @@ class LoadedModel:
         return list(zip(texts, top.values.tolist(), ids))
 
     def token_bytes(self, token_id: int) -> bytes | None:
-        """The bytes a byte-level BPE token stands for (GPT-2's byte-to-character map, reversed), or None
-        for a token of another kind of vocabulary."""
+        """The bytes a token stands for, in the two vocabularies that split a character into bytes: byte-level
+        BPE (GPT-2's byte-to-character map, reversed) and sentencepiece with byte fallback (Llama, Gemma:
+        <0xE4> is the byte E4, any other token its text with ▁ as a space); None for a token of another
+        kind of vocabulary (WordPiece, a special token's text is read as text)."""
         token = self.tokenizer.id_to_token(token_id)
-        if token is None or any(c not in _BYTE_OF_CHAR for c in token):
+        if token is None or isinstance(self.tokenizer.model, (models.WordPiece, models.WordLevel)):
+            return None  # "##ing" is no byte string: WordPiece never splits a character
+        if getattr(self.tokenizer.model, "byte_fallback", False):
+            byte = _FALLBACK_BYTE.fullmatch(token)
+            return bytes([int(byte.group(1), 16)]) if byte else token.replace(_SPACE_MARK, " ").encode("utf-8")
+        if any(c not in _BYTE_OF_CHAR for c in token):
             return None
         return bytes(_BYTE_OF_CHAR[c] for c in token)
 

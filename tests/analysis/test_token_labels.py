@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from attnviz.analysis.views import attention_view, token_labels, visible_token
+from tests.helpers.tiny_hf import tiny_decoder
+from tests.helpers.tiny_tokenizers import sentencepiece_tokenizer
 
 
 def test_byte_pieces_of_one_character_say_which_piece(smollm):
@@ -32,3 +34,22 @@ def test_predicted_tokens_show_whitespace_and_bytes(smollm):
     assert b"".join(pieces) == cat_bytes  # the byte map reverses the tokenizer's
     shown = visible_token(smollm.tokenizer.decode([ids[0]]), pieces[0])
     assert shown.startswith("⟨") and "\ufffd" not in shown
+
+
+def test_sentencepiece_byte_fallback_tokens_stand_for_their_bytes():
+    """Llama's and Gemma's vocabularies write a character they lack as its UTF-8 bytes, <0xE7> <0x8C> <0xAB>:
+    those tokens stand for one byte each (not for the six characters of their name), any other for its text
+    with ▁ as a space, so their bytes read back as tokenizers' own ByteFallback decoder reads them."""
+    tokenizer = sentencepiece_tokenizer()
+    model, _ = tiny_decoder("llama", tokenizer, seed=0)
+    text = "The cat 猫 sat 😀 on ﷽ the mat"
+    ids = model.encode(text).ids
+    assert b"".join(model.token_bytes(i) for i in ids).decode() == tokenizer.decode(ids) == " " + text
+    bytes_of_cat = [i for i in ids if tokenizer.id_to_token(i).startswith("<0x")][:3]
+    assert [model.token_bytes(i) for i in bytes_of_cat] == [bytes([b]) for b in "猫".encode()]
+    shown = visible_token(tokenizer.decode(bytes_of_cat[:1]), model.token_bytes(bytes_of_cat[0]))
+    assert shown == "⟨e7⟩"  # a piece of a character, shown as its byte (was ⟨3c 30 78 45 37 3e⟩, "<0xE7>")
+
+
+def test_a_wordpiece_token_has_no_bytes_of_its_own(minilm):
+    assert minilm.token_bytes(minilm.encode("cat", add_special_tokens=False).ids[0]) is None

@@ -1,9 +1,12 @@
 """Tiny tokenizers trained here, offline, on a small English corpus: byte-level BPE as GPT-2's (optionally
-with Llama's BOS) and an encoder's ([CLS] ... [SEP])."""
+with Llama's BOS), an encoder's ([CLS] ... [SEP]) and sentencepiece-style BPE with byte fallback (Llama's
+and Gemma's)."""
 
 from __future__ import annotations
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+import json
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 CORPUS = [
     "The cat sat on the mat. The keys to the cabinet are on the table.",
@@ -41,3 +44,21 @@ def encoder_tokenizer() -> Tokenizer:
         processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 0), ("[SEP]", 1)]),
     ])
     return tokenizer
+
+
+def sentencepiece_tokenizer(corpus=CORPUS, vocab_size: int = 200) -> Tokenizer:
+    """Sentencepiece-style BPE laid out as Llama's and Gemma's tokenizer.json are: spaces written as ▁, the
+    256 byte tokens <0x00>..<0xFF> in the model's own vocabulary with byte_fallback on (a character the
+    vocabulary lacks becomes its UTF-8 bytes), decoded by tokenizers' Replace, ByteFallback and Fuse."""
+    trained = Tokenizer(models.BPE())
+    trained.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trained.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>"],
+                                                            show_progress=False))
+    spec = json.loads(trained.to_str())
+    vocab = spec["model"]["vocab"]
+    for byte in range(256):
+        vocab.setdefault(f"<0x{byte:02X}>", len(vocab))
+    spec["model"]["byte_fallback"] = True
+    spec["decoder"] = json.loads(decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                                    decoders.Fuse()]).__getstate__())
+    return Tokenizer.from_str(json.dumps(spec))
