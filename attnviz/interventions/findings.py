@@ -61,16 +61,23 @@ def clark2019(card: Card, model: LoadedModel, name: str, items, progress: Progre
 
 
 def _best_of_both(block: dict | None, ud: str) -> dict | None:
-    """The better direction's best head (the first direction on a tie), as the card's keys."""
+    """The better direction's best head (the first direction on a tie), as the card's keys, among the
+    directions in which at least half of the relation's items can be read. An encoder reads every item both
+    ways (Clark et al.'s rule: the better of the two); a decoder's word sees only earlier words, so the
+    direction against the relation's usual order holds a handful of items, whose accuracy (aux:pass read
+    from the auxiliary: 1 item of 162, 1.0) says nothing."""
     if block is None:
         return None
-    found = [(block["best"][d]["accuracy"], -i, d) for i, d in enumerate(DIRECTIONS) if block["best"][d]]
+    readable = [d for d in DIRECTIONS if 2 * block["n_scorable"][d] >= block["n"]]
+    found = [(block["best"][d]["accuracy"], -i, d) for i, d in enumerate(DIRECTIONS)
+             if block["best"][d] and d in readable]
     if not found:
         return {"ud": ud, "n": block["n"], "best_head": None, "accuracy": None, "baseline": None}
     _, _, direction = max(found)
     best, base = block["best"][direction], block["baselines"][direction]
-    return {"ud": ud, "n": block["n"], "direction": direction, "best_head": [best["layer"], best["head"]],
-            "accuracy": best["accuracy"], "baseline": base["best_offset_accuracy"], "offset": base["best_offset"]}
+    return {"ud": ud, "n": block["n"], "n_scored": block["n_scorable"][direction], "direction": direction,
+            "best_head": [best["layer"], best["head"]], "accuracy": best["accuracy"],
+            "baseline": base["best_offset_accuracy"], "offset": base["best_offset"]}
 
 
 # --- michel2019 ------------------------------------------------------------------------------------------

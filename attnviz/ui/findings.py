@@ -147,6 +147,7 @@ def detail(card: work.Card, ours: dict) -> None:
             t("findings_column_our_head"): [_head((ours.get(s) or {}).get("best_head")) for s in labels],
             t("findings_column_baseline"): [_number((ours.get(s) or {}).get("baseline")) for s in labels],
             t("findings_column_items"): [(ours.get(s) or {}).get("n", 0) for s in labels],
+            t("findings_column_read"): [(ours.get(s) or {}).get("n_scored", 0) for s in labels],
         }, hide_index=True, key="findings_clark_heads")
     elif card.id == "michel2019":
         st.caption(t("findings_michel_curve", max=ours["importance_max"], median=ours["importance_median"]))

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.analysis import DIRECTIONS
+from attnviz.analysis import DIRECTIONS, score_model, to_json
+from attnviz.analysis.conllu import parse_conllu
 from attnviz.analysis.detectors import detect_heads
 from attnviz.cli.main import main
 from attnviz.interventions import cards, effects, findings, patching
@@ -163,3 +164,32 @@ def test_wang_card_is_the_patch_commands_head_patching(tiny):
     assert ours["strongest"][0][2] == pytest.approx(grid[ours["strongest"][0][0], ours["strongest"][0][1]], abs=1e-4)
     assert findings._patched_together(runs, [(1, 2)]) == pytest.approx(grid[1, 2], abs=1e-4)  # one head alone
     assert ours["overlap"] is None and ours["recovered_by"] == "our strongest heads"  # not GPT-2 small
+
+
+def _passive(words: list[str], heads: list[int], relations: list[str]) -> str:
+    rows = [f"{i}\t{w}\t{w.lower()}\t_\t_\t_\t{h}\t{r}\t_\t_" for i, (w, h, r) in
+            enumerate(zip(words, heads, relations), start=1)]
+    return f"# text = {' '.join(words)}\n" + "\n".join(rows) + "\n\n"
+
+
+# Six passives with the auxiliary before its verb (aux:pass read from the verb, looking back) and one
+# with the verb first: a decoder can read that one arc only from the auxiliary.
+PASSIVES = "".join(
+    _passive(["The", noun, "was", verb], [2, 4, 4, 0], ["det", "nsubj:pass", "aux:pass", "root"])
+    for noun, verb in (("cake", "eaten"), ("door", "opened"), ("letter", "sent"), ("car", "sold"),
+                       ("song", "sung"), ("house", "built"))
+) + _passive(["Gone", "was", "the", "cat"], [0, 1, 4, 1], ["root", "aux:pass", "det", "nsubj:pass"])
+
+
+def test_clark_card_on_a_decoder_reads_each_relation_the_way_most_of_its_arcs_can_be_read(tiny):
+    model = tiny[0]
+    items = parse_conllu(PASSIVES)
+    ours = findings.clark2019(cards.card("clark2019"), model, "tiny", items)
+    block = to_json("tiny", score_model(model, [i for i in items if i.relation == "aux:pass"]))["relations"]
+    block = block["aux:pass"]
+    assert block["n"] == 7 and block["n_scorable"] == {"source_to_target": 1, "target_to_source": 6}
+    passive = ours["auxpass"]
+    assert passive["direction"] == "target_to_source" and passive["n"] == 7 and passive["n_scored"] == 6
+    best = block["best"]["target_to_source"]
+    assert passive["best_head"] == [best["layer"], best["head"]] and passive["accuracy"] == best["accuracy"]
+    assert passive["baseline"] == block["baselines"]["target_to_source"]["best_offset_accuracy"]
