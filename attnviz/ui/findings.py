@@ -148,7 +148,8 @@ def detail(card: work.Card, ours: dict) -> None:
             t("findings_column_baseline"): [_number((ours.get(s) or {}).get("baseline")) for s in labels],
             t("findings_column_items"): [(ours.get(s) or {}).get("n", 0) for s in labels],
             t("findings_column_read"): [(ours.get(s) or {}).get("n_scored", 0) for s in labels],
-        }, hide_index=True, key="findings_clark_heads")
+        }, hide_index=True, key="findings_clark_heads", column_config={
+            t("findings_column_read"): st.column_config.NumberColumn(help=t("findings_column_read_help"))})
     elif card.id == "michel2019":
         st.caption(t("findings_michel_curve", max=ours["importance_max"], median=ours["importance_median"]))
         st.line_chart({t("findings_column_removed"): [share for share, _ in ours["curve"]],
