@@ -1,5 +1,7 @@
 """CPU seconds of the logit lens, direct logit attribution and information-flow routes (attnviz.interventions)
-on one text of N tokens, each the median of a few runs, every run from the text (its own forward pass).
+on one text of N tokens, each the median of a few runs, every run from the text (its own forward pass); then
+the page's three sections side by side: before, each view from its own recorded pass (as the page computed
+them until the pass was shared); after, one recorded pass read by all three (workbench/readout.py).
 
     .venv/bin/python benchmarks/bench_readout.py [--model HuggingFaceTB/SmolLM2-135M-Instruct] [--tokens 12,100]
 
@@ -17,7 +19,8 @@ import torch
 import attnviz
 from attnviz.interventions.attribution import attribute
 from attnviz.interventions.logit_lens import logit_lens
-from attnviz.interventions.routes import routes
+from attnviz.interventions.readout import recorded_run
+from attnviz.interventions.routes import ROUTE_NAMES, routes
 
 WORDS = ("the keys to the cabinet are on the table and the old man who lives by the river said that it was "
          "going to rain before the evening so we should take the long road home through the quiet village ").split()
@@ -59,6 +62,17 @@ def main() -> None:
                            ("routes", lambda text=text: routes(model, text))):
             cpu, wall = cpu_seconds(work, args.repeats)
             print(f"{len(model.encode(text).ids):6d} {name:10s} {cpu:7.2f} {wall:7.2f}")
+        shared = lambda text=text: three_views(model, text, recorded_run(model, text, ROUTE_NAMES))  # noqa: E731
+        for name, work in (("3 passes", lambda text=text: three_views(model, text, None)), ("1 pass", shared)):
+            cpu, wall = cpu_seconds(work, args.repeats)
+            print(f"{len(model.encode(text).ids):6d} {name:10s} {cpu:7.2f} {wall:7.2f}")
+
+
+def three_views(model, text: str, run) -> None:
+    """The Explore page's three sections of one text: from their own passes (`run` None) or from `run`."""
+    logit_lens(model, text, run=run)
+    attribute(model, text, " are", " is", run=run)
+    routes(model, text, run=run)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,10 @@ def attribute(model: LoadedModel, text: str, target: int | str | None = None, co
               position: int | None = None, run: readout.Run | None = None) -> Attribution:
     """Direct logit attribution of `target` (an id or one token's text; default the model's own top
     prediction at `position`), minus `contrast` when given, at `position` (readout.default_position).
-    `run`: a forward pass already recorded with DECOMPOSE_NAMES (readout.recorded_run)."""
+    `run`: a pass of `text` already recorded with at least DECOMPOSE_NAMES (readout.recorded_run), read at
+    `position`."""
     target_id, contrast_id = readout.token_id(model, target), readout.token_id(model, contrast)  # before the run
-    run = run or readout.recorded_run(model, text, DECOMPOSE_NAMES, position)
+    run = run.at(position) if run is not None else readout.recorded_run(model, text, DECOMPOSE_NAMES, position)
     module, where = model.module, run.position
     hidden = run.out.hidden[0, where]
     own = readout.head_logits(module, hidden, capped=False).double()  # V, before any soft-cap

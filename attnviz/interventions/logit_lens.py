@@ -114,9 +114,10 @@ def logit_lens(model: LoadedModel, text: str, position: int | None = None, targe
     """The logit lens of `text` at `position` (default: readout.default_position): top-k tokens and
     probabilities at every read, the rank and probability of `target` (an id or one token's text; default
     the model's own top prediction there), and (with `grid`) every block read's top-1 token at every
-    position. `run`: a forward pass already recorded with LENS_NAMES (readout.recorded_run)."""
+    position. `run`: a pass of `text` already recorded with at least LENS_NAMES (readout.recorded_run), read at
+    `position`."""
     target_id = readout.token_id(model, target)  # a bad target is refused before the run
-    run = run or readout.recorded_run(model, text, LENS_NAMES, position)
+    run = run.at(position) if run is not None else readout.recorded_run(model, text, LENS_NAMES, position)
     module, where = model.module, run.position
     states = lens_states(module, run.out)
     # Every read in one product with the head's weight: read one at a time, the weight (SmolLM2's 113 MB) would

@@ -7,7 +7,7 @@ to read the stream through: `require_head` says so plainly."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -30,6 +30,21 @@ class Run:
     tokens: list[str]
     position: int
     out: ForwardOutput
+
+    def at(self, position: int | None) -> Run:
+        """The same pass read at `position` (a token index, negative from the end; None: this run's own)."""
+        if position is None:
+            return self
+        return replace(self, position=resolve_position(len(self.tokens), position, self.position))
+
+    @property
+    def nbytes(self) -> int:
+        """What holding this run costs: its ids, final hidden states and every recorded tensor."""
+        record = self.out.record
+        tensors = [self.ids, self.out.hidden, *(t for layer in record.layers for t in layer.values())]
+        if record.attentions is not None:
+            tensors.append(record.attentions)
+        return sum(t.element_size() * t.numel() for t in tensors)
 
 
 def require_head(module) -> None:

@@ -68,10 +68,10 @@ def proximity(total: torch.Tensor, parts: torch.Tensor) -> torch.Tensor:
 def routes(model: LoadedModel, text: str, position: int | None = None, threshold: float = THRESHOLD,
            run: readout.Run | None = None) -> Routes:
     """The routes of the prediction at `position` (readout.default_position) of `text`, pruned at `threshold`.
-    `run`: a forward pass already recorded with ROUTE_NAMES."""
+    `run`: a pass of `text` already recorded with ROUTE_NAMES (readout.recorded_run), read at `position`."""
     if not 0 <= threshold <= 1:
         raise ValueError(f"the threshold is an importance between 0 and 1, got {threshold}")
-    run = run or readout.recorded_run(model, text, ROUTE_NAMES, position)
+    run = run.at(position) if run is not None else readout.recorded_run(model, text, ROUTE_NAMES, position)
     module, record = model.module, run.out.record
     n_layers, n_heads = model.config.n_layers, model.config.n_heads
     graph = Routes(run.tokens, run.position, threshold, n_layers, n_heads)

@@ -1,6 +1,8 @@
 """The Explore page's logit lens, direct logit attribution and information-flow routes (attnviz.interventions):
-each computed once per (model, text, position, its own settings) and shared, under the memory budget. A text
-of up to SHORT_TOKENS tokens is computed on every Enter; a longer one waits for its button (ui/heavy.py)."""
+each computed once per (model, text, position, its own settings) and shared, under the memory budget. The
+three read one recorded forward pass of the text, itself held in the views store while it fits (a recorded
+pass was a third of the three views' CPU time at 64 tokens). A text of up to SHORT_TOKENS tokens is computed
+on every Enter; a longer one waits for its button (ui/heavy.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
 from attnviz.workbench.traces import TRACE_OVERHEAD
 
+RUN_NAMES = routes_work.ROUTE_NAMES  # the routes read every name the lens and the attribution read
 THRESHOLD = routes_work.THRESHOLD  # the routes' default, Ferrando & Voita's
 SHORT_TOKENS = 64  # SmolLM2's three views at 100 tokens take a few CPU-s (docs/architecture.md)
 
@@ -56,7 +59,12 @@ def routes_key(name: str, text: str, position: int, threshold: float) -> tuple:
     return ("routes", name, text, position, round(float(threshold), 4))
 
 
+def run_key(name: str, text: str) -> tuple:
+    return ("readout_run", name, text)
+
+
 def _computed(bench: Workbench, key: tuple, compute, nbytes, progress=None):
+    """`compute(model, run)` under `key`, `run` the text's shared recorded pass (read at the view's position)."""
     name, text = key[1], key[2]
 
     def make():
@@ -65,7 +73,9 @@ def _computed(bench: Workbench, key: tuple, compute, nbytes, progress=None):
         if progress:
             progress(0, 1)  # a cancelled job stops here (workbench.jobs)
         with bench.run_slot(need), bench.reserve(need, keep_model=name):
-            result = compute(model)
+            run = bench.shared_value(run_key(name, text), lambda: readout.recorded_run(model, text, RUN_NAMES),
+                                     lambda made: made.nbytes)  # past the store's share it is not kept
+            result = compute(model, run)
         if progress:
             progress(1, 1)
         return result
@@ -77,7 +87,7 @@ def lens(bench: Workbench, name: str, text: str, position: int, target: str | No
     """interventions.logit_lens.logit_lens of `text` at `position`, following `target` (default: the model's
     own top prediction)."""
     return _computed(bench, lens_key(name, text, position, target),
-                     lambda model: lens_work.logit_lens(model, text, position, target or None),
+                     lambda model, run: lens_work.logit_lens(model, text, position, target or None, run=run),
                      lambda r: r.grid_ids.nbytes + r.grid_probs.nbytes + 64 * r.top_ids.size + 4096, progress)
 
 
@@ -85,8 +95,8 @@ def attribution(bench: Workbench, name: str, text: str, position: int, target: s
                 progress=None):
     """interventions.attribution.attribute of `target` (minus `contrast`) at `position`."""
     return _computed(bench, attribution_key(name, text, position, target, contrast),
-                     lambda model: attribution_work.attribute(model, text, target or None, contrast or None,
-                                                              position),
+                     lambda model, run: attribution_work.attribute(model, text, target or None, contrast or None,
+                                                                   position, run=run),
                      lambda r: r.parts.values.element_size() * r.parts.values.numel() + r.heads.nbytes + 4096,
                      progress)
 
@@ -105,5 +115,5 @@ def head_tokens(bench: Workbench, name: str, result, key: tuple, layer: int, hea
 def routes(bench: Workbench, name: str, text: str, position: int, threshold: float, progress=None):
     """interventions.routes.routes at `position`, pruned at `threshold`."""
     return _computed(bench, routes_key(name, text, position, threshold),
-                     lambda model: routes_work.routes(model, text, position, threshold),
+                     lambda model, run: routes_work.routes(model, text, position, threshold, run=run),
                      lambda r: 200 * (len(r.nodes) + len(r.edges)) + 4096, progress)
