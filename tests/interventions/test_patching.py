@@ -2,15 +2,18 @@
 modules: a forward pre-hook on the attention's output projection (GPT-2's `attn.c_proj`, Llama's and Gemma 3's
 `self_attn.o_proj`) that puts one head's slice of the other run's input in, a forward hook on the MLP that
 returns the other run's output, and a forward pre-hook on the decoder layer for the residual stream. Tiny
-random GPT-2, Llama (GQA) and Gemma 3 models, and SmolLM2 offline."""
+random GPT-2, Llama (GQA) and Gemma 3 models, SmolLM2 offline and Gemma 3 270M offline."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import transformers as tf
 
+import attnviz
 from attnviz.interventions import patching
 from attnviz.interventions.effects import ScanStopped
 from attnviz.loading import build_module
@@ -196,3 +199,29 @@ def test_smollm_patching_equals_hooks_on_hf(smollm, smollm_causal_reference):
     components = [(0, "block_inputs", 1), (13, "mlp_outputs"), (26, "head_outputs", 0), (27, "head_outputs", 8, 4)]
     for direction in patching.DIRECTIONS:
         assert_matches_hf(smollm.module, smollm_hf, pair, direction, components)
+
+
+# --- Gemma 3 270M offline ---------------------------------------------------------------------------------------
+
+
+def test_gemma3_270m_patching_and_attribution_equal_hf():
+    """Gemma 3 270M's real weights (MQA, sliding and full layers, q/k norms, sandwich norms): activation
+    patching equals hooks on HF's own Gemma3ForCausalLM, and the direct logit attribution's parts sum to HF's
+    own logit difference, each within 1e-4."""
+    from attnviz.interventions import attribution
+    from attnviz.loading.offline import GEMMA3_270M
+    from tests.conftest import require_offline
+
+    require_offline(GEMMA3_270M)
+    gemma = attnviz.load(GEMMA3_270M)
+    path = Path(gemma.info.path)
+    hf = tf.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
+                                                 dtype=torch.float32).eval()
+    pair = patching.patch_pair(gemma, "The keys to the cabinet", "The key to the cabinet", " are", " is")
+    components = [(0, "block_inputs", 1), (5, "mlp_outputs"), (11, "head_outputs", 3), (17, "head_outputs", 0, 2)]
+    for direction in patching.DIRECTIONS:
+        assert_matches_hf(gemma.module, hf, pair, direction, components)
+    split = attribution.attribute(gemma, "The keys to the cabinet", " are", " is")
+    own = hf_value(hf, pair.clean_ids, pair.clean_position, pair.target_id, pair.contrast_id)
+    assert split.value == pytest.approx(own, abs=TOL)
+    assert split.embed + split.heads.sum() + split.mlps.sum() + split.rest == pytest.approx(own, abs=TOL)
