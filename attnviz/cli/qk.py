@@ -38,8 +38,9 @@ def run(args) -> int:
     from attnviz.interventions.qk_attribution import qk_attribution
 
     model = attnviz.load(args.model)
-    tokens = list(model.encode(args.text, args.text_pair).tokens)
     split = qk_attribution(model, args.text, args.layer, args.head, args.query, args.key, args.key2, args.text_pair)
+    pair = () if args.text_pair is None else (args.text_pair,)  # an encoder-decoder's encode takes one text
+    tokens = list(model.encode(args.text, *pair).tokens)
     if args.json:
         print(json.dumps(result(tokens, split)))
         return 0

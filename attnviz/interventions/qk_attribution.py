@@ -17,7 +17,9 @@ Position terms that are no q . k keep their own names: ALiBi's slope_h * j ({"qu
 ({"query": a, "key": "c2p"}); p2c = scale * k_j . pq[d(i, j)] split by key component ({"query": "p2c",
 "key": b}). Gemma 2's soft-cap is not linear: `score` is before the cap, and `capped` applies it to the
 sum. gpt-oss's learned sinks join the softmax's denominator, not any score: they change no term. T5's
-buckets (an encoder-decoder, attnviz.transformer.seq2seq) are left out: only `Transformer` models.
+encoder (`attribute_encoder`, an encoder-decoder of attnviz.transformer.seq2seq): its components are the
+token embedding, each earlier encoder head and MLP, and its relative-position bucket bias is a term of its own
+({"query": "t5_bucket", "key": "t5_bucket"}); the post-norm encoder-decoders (Marian, BART) are not split.
 
 The same split of score(i, j) - score(i, j') (`key2`) says why key j beats key j': its sum is the log-ratio
 of the two attention weights (before a soft-cap; with one, of the capped scores).
@@ -33,13 +35,14 @@ import numpy as np
 import torch
 
 from attnviz.tracing.model import LoadedModel
-from attnviz.transformer.decompose import DECOMPOSE_NAMES, frozen_norm, stream_parts
+from attnviz.transformer.decompose import DECOMPOSE_NAMES, frozen_norm, head_parts, stream_parts
 from attnviz.transformer.mla import LatentAttention
 from attnviz.transformer.record import Recorder
 from attnviz.transformer.rope import apply_rotary
 
 RECORD_NAMES = (*DECOMPOSE_NAMES, "queries", "keys", "score_terms")
 PROJECTION_BIAS = "bias"  # the q (or k) projection's bias, and the shift of a q/k norm that has one
+T5_BUCKET = "t5_bucket"  # T5's learned bias of the bucket of the relative position j - i
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,69 @@ def attribute(module, record: Recorder, input_ids: torch.Tensor, layer: int, hea
                          tuple(scores), attention.softcap)
 
 
+def _checked(n_layers: int, n_heads: int, t: int, layer: int, head: int, positions: list[int]) -> None:
+    if not 0 <= layer < n_layers:
+        raise ValueError(f"layer {layer} outside 0..{n_layers - 1}")
+    if not 0 <= head < n_heads:
+        raise ValueError(f"head {head} outside 0..{n_heads - 1}")
+    for position in positions:
+        if not 0 <= position < t:
+            raise ValueError(f"position {position} outside 0..{t - 1} (the text has {t} tokens)")
+
+
+def _encoder_parts(module, record: Recorder, input_ids: torch.Tensor, positions: list[int], layer: int):
+    """(names, [P, N, C] float64): the stream entering encoder block `layer` of a pre-norm encoder-decoder at
+    `positions` as its parts: "embed" (T5's unscaled token embedding), each earlier head's output c_h W_O^h,
+    each earlier MLP's output, "rest" (the output projections' biases, none in T5)."""
+    names, values = ["embed"], [module._embed("encoder", input_ids[:1])[0, positions].double()]
+    rest = torch.zeros_like(values[0])
+    for earlier in range(layer):
+        attention, recorded = module.encoder_blocks[earlier].self_attn, record.layers[earlier]
+        heads = head_parts(attention, recorded["head_outputs"][0][:, positions])  # H, N, C
+        names += [f"L{earlier}.H{h}" for h in range(heads.shape[0])] + [f"L{earlier}.mlp"]
+        values += [*heads, recorded["mlp_outputs"][0, positions].double()]
+        if attention.o_proj.bias is not None:
+            rest = rest + attention.o_proj.bias.double()
+    return names + ["rest"], torch.stack([*values, rest])
+
+
+@torch.no_grad()
+def attribute_encoder(module, record: Recorder, input_ids: torch.Tensor, layer: int, head: int, query: int,
+                      key: int, key2: int | None = None) -> QKAttribution:
+    """`attribute` for the encoder self-attention of a pre-norm encoder-decoder (T5, `EncoderDecoder`) whose
+    `encode` on `input_ids` (batch row 0) recorded RECORD_NAMES. The bucket bias of (query, key) is the term
+    T5_BUCKET; the encoder sees every position, so every key is visible."""
+    c = module.config
+    if c.norm_placement != "pre":
+        raise ValueError("query-key attribution of an encoder-decoder takes a pre-norm one (T5): Marian's and "
+                         "BART's norms after every residual are not split")
+    t = input_ids.shape[1]
+    keys = [key] if key2 is None else [key, key2]
+    positions = [query, *keys]
+    _checked(len(module.encoder_blocks), c.n_heads, t, layer, head, positions)
+    block = module.encoder_blocks[layer]
+    attention = block.self_attn
+    kv_head = attention.kv_group[head]
+    names, parts = _encoder_parts(module, record, input_ids, positions, layer)
+    q = _side(attention, block.self_attn_norm, parts, attention.q_proj, attention.q_norm, attention.n_heads, head,
+              None, positions)[:, 0]  # Q, D
+    k = _side(attention, block.self_attn_norm, parts, attention.k_proj, attention.k_norm, attention.n_kv_heads,
+              kv_head, None, positions)[:, 1:]  # K, len(keys), D
+    scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
+    sign = torch.tensor([1.0] if key2 is None else [1.0, -1.0], dtype=torch.float64)
+    matrix = scale * torch.einsum("ad,bnd,n->ab", q, k, sign)
+    names = names + [PROJECTION_BIAS]
+    bias = module.position_bias("encoder", t, t)  # 1, H, T, S or None
+    recorded = record.layers[layer]
+    own_q, own_k = recorded["queries"][0, head, query].double(), recorded["keys"][0, kv_head].double()
+    scores = tuple(scale * float(own_q @ own_k[j]) + (0.0 if bias is None else float(bias[0, head, query, j]))
+                   for j in keys)
+    terms = [] if bias is None else [
+        Term(T5_BUCKET, T5_BUCKET, sum(float(s * bias[0, head, query, j]) for s, j in zip(sign, keys)))]
+    return QKAttribution(layer, head, kv_head, query, key, key2, names, list(names), matrix.numpy(), terms,
+                         scores, None)
+
+
 def _position_terms(module, attention, bias, q, k, names, head, query, keys, sign, scale) -> list[Term]:
     """The score's (or the difference's) position terms: ALiBi's slope times the key position; DeBERTa's c2p by
     query component (q [Q, D]), p2c by key component (k [K, len(keys), D])."""
@@ -288,8 +354,16 @@ def qk_attribution(model: LoadedModel, text: str, layer: int, head: int, query: 
                    key2: int | None = None, text_pair: str | None = None) -> QKAttribution:
     """`attribute` on one recorded forward pass of `text` (tokenized as `run` tokenizes it, special tokens
     included: positions count those tokens)."""
-    if not hasattr(model.module, "blocks"):
-        raise ValueError("query-key attribution takes self-attention models (not the translation models)")
+    if hasattr(model.module, "encoder_blocks"):  # an encoder-decoder: its encoder's self-attention
+        if text_pair is not None:
+            raise ValueError("an encoder-decoder reads one source text: a second sentence is for an encoder")
+        encoding = model.encode(text)
+        if not encoding.ids:
+            raise ValueError("the text produced no tokens")
+        record = Recorder(*RECORD_NAMES)
+        ids = torch.tensor([encoding.ids], device=model.info.device)
+        model.module.encode(ids, record=record)
+        return attribute_encoder(model.module, record, ids, layer, head, query, key, key2)
     encoding = model.encode(text, text_pair)
     if not encoding.ids:
         raise ValueError("the text produced no tokens")

@@ -144,10 +144,18 @@ class EncoderBlock(_Block):
         super().__init__(c, "self_attn", "mlp")
 
     def forward(self, x, mask=None, record=None, bias=None):
-        """x [B, S, C] -> [B, S, C]; bias: position scores [1, H, S, S] (T5)."""
+        """x [B, S, C] -> [B, S, C]; bias: position scores [1, H, S, S] (T5). `record` keeps, when asked, the
+        MLP's output ("mlp_outputs"): with the heads' outputs it makes up the encoder's residual stream, which
+        query-key attribution splits (interventions/qk_attribution.attribute_encoder)."""
+        def mlp(h):
+            out = self.mlp(h)
+            if record is not None:
+                record.keep("mlp_outputs", out)
+            return out
+
         x = _sublayer(x, self.self_attn_norm, lambda h: self.self_attn(h, mask, record=record, bias=bias)[0],
                       self.pre)
-        return _sublayer(x, self.mlp_norm, self.mlp, self.pre)
+        return _sublayer(x, self.mlp_norm, mlp, self.pre)
 
 
 class DecoderBlock(_Block):

@@ -82,8 +82,8 @@ def part(name: str, side: str, token: str) -> str:
 def sentence(term, query_token: str, key_token: str) -> str:
     """One term as a sentence: 'query from L2.H5 at 'are' × key from the embedding of 'keys': 0.731'."""
     value = f"{term.value:+.3f}"
-    if term.query == "alibi":
-        return t("qka_sentence_alibi", value=value)
+    if term.query in ("alibi", "t5_bucket"):
+        return t(f"qka_sentence_{term.query}", value=value)
     if term.key == "c2p":
         return t("qka_sentence_c2p", query=part(term.query, "query", query_token), value=value)
     if term.query == "p2c":
@@ -94,7 +94,7 @@ def sentence(term, query_token: str, key_token: str) -> str:
 
 def label_of(name: str) -> str:
     """A matrix row's or column's label: heads by name (L2.H5), the rest in words."""
-    if name in (*EMBEDDINGS, "embeddings", "rest", "bias"):
+    if name in (*EMBEDDINGS, "embeddings", "rest", "bias", "t5_bucket"):
         return t(f"qka_label_{name}")
     if name.endswith(".heads"):
         return f"L{qk_work.layer_of(name)} {t('qka_label_heads')}"

@@ -31,6 +31,7 @@ from attnviz.ui.common import (
     write_url,
 )
 from attnviz.ui.escape import md
+from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.tokens import token_chips
 from attnviz.ui.widgets import head_grid, head_picker
 from attnviz.workbench import shelf, traces
@@ -167,7 +168,7 @@ def render() -> None:
         return
     show_output(trace)
     token_chips(trace)
-    views(trace, shown)
+    views(trace, shown, splittable=c.norm_placement == "pre")
 
 
 def task_prefix(model) -> str | None:
@@ -189,7 +190,7 @@ def show_output(trace) -> None:
     st.caption(" · ".join(notes))
 
 
-def views(trace, name: str) -> None:
+def views(trace, name: str, splittable: bool = False) -> None:
     # Labels translated now, not in format_func: Streamlit may call it outside this run (AppTest does).
     labels = {kind: t(f"translate_kind_{kind}") for kind in KINDS}
     st.radio(t("translate_kind"), KINDS, key="translate_kind", horizontal=True, format_func=labels.get)
@@ -207,13 +208,14 @@ def views(trace, name: str) -> None:
                                     plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text))
     # A click on a tile opens that head in the detail below (its layer and head selectors, then the URL).
     head_grid(st, figure, "translate_mosaic", "translate_layer", "translate_head")
-    head_detail(trace, kind, n_layers, n_heads)
+    head_detail(trace, kind, n_layers, n_heads, name, splittable)
 
 
 @st.fragment
 @guarded
-def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
-    """One head: a fragment, so picking a layer or head redraws only this part."""
+def head_detail(trace, kind: str, n_layers: int, n_heads: int, name: str, splittable: bool) -> None:
+    """One head: a fragment, so picking a layer or head redraws only this part. `splittable`: the encoder's
+    scores can be attributed to earlier components (a pre-norm encoder-decoder: T5)."""
     layer, head = head_picker(st.columns(2), n_layers, n_heads, prefix="translate_", url_prefix="t")
     write_url(tlayer=layer, thead=head)
     attentions, rows, cols = attention_of(trace, kind)
@@ -221,6 +223,19 @@ def head_detail(trace, kind: str, n_layers: int, n_heads: int) -> None:
     st.plotly_chart(figure, key="translate_head_view", width="stretch", config={"displaylogo": False})
     if kind == "cross":
         alignment_table(trace, layer, head)
+    elif kind == "encoder" and splittable:
+        encoder_attribution(trace, name, layer, head)
+
+
+def encoder_attribution(trace, name: str, layer: int, head: int) -> None:
+    """T5's encoder self-attention: which earlier components made a query seek a key, its relative-position
+    bucket a term of its own (the query-key attribution of Explore's head detail, on the source text)."""
+    tokens = list(trace.tokens)
+    if st.session_state.get("translate_qka_query") not in range(len(tokens)):  # another text
+        st.session_state["translate_qka_query"] = len(tokens) - 1
+    query = st.selectbox(t("translate_qka_query"), list(range(len(tokens))), key="translate_qka_query",
+                         format_func=lambda i: f"{i}: {tokens[i]}", placeholder=t("choose_option"))
+    qk_attribution_section(trace, name, trace.texts[0], None, layer, head, query)
 
 
 def alignment_table(trace, layer: int, head: int) -> None:

@@ -15,9 +15,9 @@ __all__ = ["attribution", "attribution_bytes", "layer_of"]  # layer_of: for the 
 def attribution_bytes(model, n_tokens: int) -> int:
     """Peak bytes of one attribution: a forward pass (as a trace's, an upper bound: no map is kept) and what it
     records for every layer (each head's output, each MLP's, the queries and keys), float32."""
-    c = model.config
-    recorded = 4 * c.n_layers * n_tokens * (2 * c.n_heads * c.dim_per_head + c.kv_heads * c.dim_per_head
-                                            + c.d_model)
+    c, info = model.config, model.info  # an encoder-decoder's info counts its encoder (the side split)
+    dim = getattr(c, "dim_per_head", None) or c.head_dim
+    recorded = 4 * info.n_layers * n_tokens * (2 * info.n_heads * dim + info.n_kv_heads * dim + c.d_model)
     return trace_bytes(model, n_tokens) + recorded
 
 

@@ -58,3 +58,68 @@ def test_the_terms_sum_to_the_offline_models_own_scores(request, fixture, layer,
     if model.info.causal:
         with pytest.raises(ValueError, match="not visible"):
             qk_attribution(model, TEXT, layer, head, key, query)
+
+
+# --- T5: an encoder-decoder's encoder, its relative-position buckets a term of their own --------------------
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["t5_v1_1", "t5_1_0"])
+def t5_folder(request, tmp_path_factory):
+    """A tiny random T5 (v1.1: gated-gelu; 1.0: relu) and its tiny SentencePiece tokenizer, saved as HF saves
+    them, so `attnviz.load` opens it as a user's folder."""
+    from tests.helpers.seq2seq import hf_t5, t5_tokenizer
+
+    folder = tmp_path_factory.mktemp("t5")
+    tokenizer = t5_tokenizer()
+    tokenizer.save_pretrained(folder)
+    hf_t5(gated=request.param, seed=2, vocab=len(tokenizer)).save_pretrained(folder)
+    return folder
+
+
+def test_t5_encoder_terms_sum_to_the_score_and_row_differences_equal_hf_log_ratios(t5_folder, monkeypatch, capsys):
+    import json
+
+    import transformers as tf
+
+    import attnviz
+    from attnviz.cli.main import main
+    from attnviz.interventions.qk_attribution import T5_BUCKET
+
+    model = attnviz.load(str(t5_folder))
+    hf = tf.T5ForConditionalGeneration.from_pretrained(t5_folder, attn_implementation="eager").eval()
+    text = "the cat sat on the mat and the dog sat on the rug"
+    ids = torch.tensor([model.encode(text).ids])
+    with torch.no_grad():
+        weights = hf.encoder(input_ids=ids, output_attentions=True).attentions  # per layer: B, H, S, S
+    n = ids.shape[1]
+    query, key, key2 = n - 2, 1, n - 5
+    for layer, layer_weights in enumerate(weights):
+        for head in range(layer_weights.shape[1]):
+            split = qk_attribution(model, text, layer, head, query, key)
+            assert split.total == pytest.approx(split.score, abs=1e-4)
+            bucket = [term.value for term in split.terms() if term.query == T5_BUCKET]
+            assert len(bucket) == 1 and bucket[0] != 0.0  # the bucket bias is a term, and it counts
+            row = qk_attribution(model, text, layer, head, query, key, key2)
+            own = float(torch.log(layer_weights[0, head, query, key] / layer_weights[0, head, query, key2]))
+            assert row.total == pytest.approx(own, abs=1e-4)  # HF eager's log-ratio of the two weights
+        assert any(name.startswith(f"L{layer - 1}.H") for name in split.query_names) == (layer > 0)
+    monkeypatch.setattr(attnviz, "load", lambda source: model)
+    assert main(["qk", "--model", "t5", "--text", text, "--layer", "1", "--head", "0", "--query", str(query),
+                 "--key", str(key), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["sum"] == pytest.approx(printed["score"], abs=1e-4) and len(printed["tokens"]) == n
+    with pytest.raises(ValueError, match="one source text"):
+        qk_attribution(model, text, 0, 0, query, key, text_pair="a second sentence")
+
+
+def test_a_post_norm_encoder_decoder_is_refused_with_a_reason():
+    from attnviz.interventions.qk_attribution import attribute_encoder
+    from tests.helpers.seq2seq import hf_bart, ours_from
+
+    module = ours_from(hf_bart()).eval()
+    ids = torch.tensor([[3, 4, 5, 6]])
+    record = Recorder(*RECORD_NAMES)
+    with torch.no_grad():
+        module.encode(ids, record=record)
+    with pytest.raises(ValueError, match="pre-norm one \\(T5\\)"):
+        attribute_encoder(module, record, ids, 0, 0, 2, 1)

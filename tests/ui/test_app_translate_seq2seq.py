@@ -95,3 +95,25 @@ def test_bart_has_no_prefix_and_aligns(folders, monkeypatch):
     at.text_input(key="translate_target").input("").run()  # the model's own (greedy) output
     clean(at)
     assert any(m.value.startswith("**Translation (greedy") for m in at.markdown)
+
+
+def test_t5_encoder_scores_are_attributed_with_their_bucket_term(folders, monkeypatch):
+    """The encoder's head detail splits a score by earlier components, T5's bucket bias a term of its own, and
+    the page's check says the terms add up to the model's score; BART's (post-norm) offers no split."""
+    at = open_model(folders / "tiny-t5", monkeypatch)
+    at.text_area(key="translate_source").input(SOURCE).run()
+    at.radio(key="translate_kind").set_value("encoder").run()
+    at.selectbox(key="translate_layer").set_value(1).run()
+    at.toggle(key="qka_on").set_value(True).run()
+    clean(at)
+    check = next(c.value for c in at.caption if c.value.startswith("Score "))
+    score, total = (float(v) for v in re.findall(r"-?\d+\.\d{4}", check)[:2])
+    assert abs(score - total) <= 1e-4
+    labels = chart(at, "qka_matrix")["layout"]["yaxis"]["ticktext"]
+    assert labels[:2] == ["embedding", "L0.H0"] and "L0.MLP" in labels and labels[-1] == "T5 bucket"
+    assert "query from" in at.markdown[-1].value  # the largest terms, told as sentences
+    bart = open_model(folders / "tiny-bart", monkeypatch)
+    bart.text_area(key="translate_source").input(SOURCE).run()
+    bart.radio(key="translate_kind").set_value("encoder").run()
+    clean(bart)
+    assert not [w for w in bart.toggle if w.key == "qka_on"]
