@@ -216,14 +216,8 @@ def attribute(module, record: Recorder, input_ids: torch.Tensor, layer: int, hea
     does not see (a causal mask, a sliding window)."""
     c = module.config
     t = input_ids.shape[1]
-    if not 0 <= layer < c.n_layers:
-        raise ValueError(f"layer {layer} outside 0..{c.n_layers - 1}")
-    if not 0 <= head < c.n_heads:
-        raise ValueError(f"head {head} outside 0..{c.n_heads - 1}")
     keys = [key] if key2 is None else [key, key2]
-    for position in [query, *keys]:
-        if not 0 <= position < t:
-            raise ValueError(f"position {position} outside 0..{t - 1} (the text has {t} tokens)")
+    _checked(c.n_layers, c.n_heads, t, layer, head, [query, *keys])
     block = module.blocks[layer]
     attention = block.attn
     mask, rotary, bias = module.layer_inputs(input_ids[:1])[layer]
