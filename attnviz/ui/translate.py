@@ -33,7 +33,7 @@ from attnviz.ui.common import (
 from attnviz.ui.escape import md
 from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.tokens import token_chips
-from attnviz.ui.widgets import head_grid, head_picker
+from attnviz.ui.widgets import head_grid, head_picker, position_input
 from attnviz.workbench import shelf, traces
 from attnviz.workbench import translate as translations
 from attnviz.workbench.shelf import RANDOM_MARIAN_NAME
@@ -230,11 +230,7 @@ def head_detail(trace, kind: str, n_layers: int, n_heads: int, name: str, splitt
 def encoder_attribution(trace, name: str, layer: int, head: int) -> None:
     """T5's encoder self-attention: which earlier components made a query seek a key, its relative-position
     bucket a term of its own (the query-key attribution of Explore's head detail, on the source text)."""
-    tokens = list(trace.tokens)
-    if st.session_state.get("translate_qka_query") not in range(len(tokens)):  # another text
-        st.session_state["translate_qka_query"] = len(tokens) - 1
-    query = st.selectbox(t("translate_qka_query"), list(range(len(tokens))), key="translate_qka_query",
-                         format_func=lambda i: f"{i}: {tokens[i]}", placeholder=t("choose_option"))
+    query = position_input(t("translate_qka_query"), trace, "translate_qka_query", len(trace.tokens) - 1)
     qk_attribution_section(trace, name, trace.texts[0], None, layer, head, query)
 
 
