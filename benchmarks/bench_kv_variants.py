@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attnviz.interventions.variants import NAMED_MODELS, UNPUBLISHED, compare, format_table  # noqa: E402
+from attnviz.attention_kinds.variants import NAMED_MODELS, UNPUBLISHED, compare, format_table  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_long_context.py --lengths 512 1024 --threads 2 --json out.json
 
 Each length runs in a fresh process (VmHWM, the peak resident set, only grows): the process loads SmolLM2
-(offline) with max_tokens = T, then runs one reduced forward pass (attnviz.tracing.reduced.reduced_trace, the
+(offline) with max_tokens = T, then runs one reduced forward pass (attnviz.models.reduced_pass.reduced_trace, the
 mosaic tiles at SmolLM2's 34 cells a side, the head profile, float16 queries and keys) on T random token ids.
 Columns: wall seconds and CPU seconds (time.process_time: all threads; on a loaded machine the less noisy one)
 of the pass; the peak RSS of the whole process during the pass (VmHWM, reset after loading, whose own peak
@@ -53,8 +53,8 @@ def one(n: int, threads: int, chunk_rows: int) -> dict:
     torch.set_num_threads(threads)
     import attnviz
     from attnviz.analysis import profile_reduced
+    from attnviz.models.reduced_pass import reduced_trace
     from attnviz.plots.pooling import tile_cells
-    from attnviz.tracing.reduced import reduced_trace
     from attnviz.workbench.memory import trim_heap
 
     model = attnviz.load(SMOLLM, max_tokens=n)

@@ -7,7 +7,7 @@ On SmolLM2 (offline), one thread, the same T random token ids for every row, eac
 
 - "sdpa":   Hugging Face's base model (no LM head) with attn_implementation="sdpa": the forward, no maps;
 - "eager":  the same with "eager" (each layer's [H, T, T] map made, not returned);
-- "before": attnviz.tracing.reduced.reduced_trace (every view of the Explore page: the mosaic tiles at
+- "before": attnviz.models.reduced_pass.reduced_trace (every view of the Explore page: the mosaic tiles at
             SmolLM2's 34 cells a side, the head profile, float16 queries and keys) imported from the
             `--before` tree (a checkout of main), so the old code runs beside the new in one run;
 - "after":  the same from this tree.
@@ -71,8 +71,8 @@ def hf_pass(n: int, implementation: str):
 def reduced_pass(n: int):
     """A callable running attnviz's reduced pass (the tree first on sys.path) over n random ids."""
     import attnviz
+    from attnviz.models.reduced_pass import reduced_trace
     from attnviz.plots.pooling import tile_cells
-    from attnviz.tracing.reduced import reduced_trace
 
     model = attnviz.load(SMOLLM, max_tokens=n)
     ids = random_ids(n, model.config.vocab_size)

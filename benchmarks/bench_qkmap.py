@@ -1,4 +1,4 @@
-"""The corpus map (attnviz.interventions.qkmap) and the sink anatomy on one model, in this process: CPU seconds
+"""The corpus map (attnviz.readouts.qkmap) and the sink anatomy on one model, in this process: CPU seconds
 (user + system), wall seconds and the peak resident memory (VmHWM) after the model's load and after each.
 
     .venv/bin/python benchmarks/bench_qkmap.py [--model ID] [--sentences 200] [--layer 18] [--head 8] [--sinks]

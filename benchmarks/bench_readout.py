@@ -17,10 +17,10 @@ import time
 import torch
 
 import attnviz
-from attnviz.interventions.attribution import attribute
-from attnviz.interventions.logit_lens import logit_lens
-from attnviz.interventions.readout import recorded_run
-from attnviz.interventions.routes import ROUTE_NAMES, routes
+from attnviz.readouts.attribution import attribute
+from attnviz.readouts.logit_lens import logit_lens
+from attnviz.readouts.recorded_run import recorded_run
+from attnviz.readouts.routes import ROUTE_NAMES, routes
 
 WORDS = ("the keys to the cabinet are on the table and the old man who lives by the river said that it was "
          "going to rain before the evening so we should take the long road home through the quiet village ").split()

@@ -6,7 +6,7 @@ is measured again: accuracy (share of pairs with log P(good word | prefix) > log
 and the mean margin (good - bad, nats), which is smoother: accuracy moves only when a pair flips.
 Reported: both drops per head (unablated minus ablated; positive = the head helps) and the top heads
 by each. One forward pass per pair holds both sentences times `--heads-per-pass` ablations as batch
-rows, one [L, B, H] head mask row each (attnviz.interventions.preference.continuation_batch).
+rows, one [L, B, H] head mask row each (attnviz.readouts.preference.continuation_batch).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/blimp_ablation.py [--model HuggingFaceTB/SmolLM2-135M-Instruct]
         [--file ../shared/data/blimp/distractor_agreement_relational_noun.jsonl] [--pairs 100] [--top 10]
@@ -26,9 +26,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attnviz  # noqa: E402
-from attnviz.analysis.pair_items import read_pairs  # noqa: E402
-from attnviz.interventions import effects  # noqa: E402
-from attnviz.interventions.preference import continuation_batch, decoder_requests, default_data_dir  # noqa: E402
+from attnviz.analysis.blimp_jsonl import read_pairs  # noqa: E402
+from attnviz.analysis.reference_data import data_path  # noqa: E402
+from attnviz.readouts import predictions  # noqa: E402
+from attnviz.readouts.preference import continuation_batch, decoder_requests  # noqa: E402
 
 DEFAULT_FILE = "distractor_agreement_relational_noun.jsonl"
 
@@ -42,7 +43,7 @@ def ablation_margins(model, pairs, heads_per_pass: int, progress=None) -> tuple[
         if not pair.has_prefix:
             raise ValueError(f"pair {pair.id}: the prefix method needs one_prefix fields")
         (good, bad), _ = decoder_requests(model, pair)
-        rows.append((effects.continuation_ids(model, *good), effects.continuation_ids(model, *bad)))
+        rows.append((predictions.continuation_ids(model, *good), predictions.continuation_ids(model, *bad)))
     base = continuation_batch(model, [r for pair_rows in rows for r in pair_rows])
     base_margins = base[0::2] - base[1::2]
     ablated = np.empty((len(pairs), total))
@@ -70,7 +71,7 @@ def ranking(drop: np.ndarray, top: int) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct")
-    parser.add_argument("--file", default=str(default_data_dir() / DEFAULT_FILE))
+    parser.add_argument("--file", default=str(data_path("blimp", DEFAULT_FILE)))
     parser.add_argument("--pairs", type=int, default=100, help="the first N pairs of the file")
     parser.add_argument("--heads-per-pass", type=int, default=270, help="ablations per forward pass (x2 rows)")
     parser.add_argument("--top", type=int, default=10)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attnviz  # noqa: E402
 from attnviz.analysis.kv_groups import group_distances  # noqa: E402
-from attnviz.interventions.gqa_conversion import conversion_distances, group_choices  # noqa: E402
+from attnviz.attention_kinds.gqa_conversion import conversion_distances, group_choices  # noqa: E402
 
 SENTENCE = "The keys to the cabinet are on the table because Mary put them there this morning."
 

@@ -15,23 +15,17 @@ from pathlib import Path
 import pytest
 
 import attnviz
+from attnviz.analysis.reference_data import DATA_ENV, data_dir
 from attnviz.loading.offline import install_hint, offline_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-DATA_ENV = "ATTNVIZ_DATA_DIR"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 _NOT_FOUND = "reference data not found"  # how the summary hook recognises these skips
 
 
-def reference_data_dir() -> Path:
-    """The reference-data folder: `$ATTNVIZ_DATA_DIR`, else `../shared/data` beside the repository."""
-    value = os.environ.get(DATA_ENV, "").strip()
-    return Path(value).expanduser().resolve() if value else ROOT.parent / "shared" / "data"
-
-
-SHARED_DATA = reference_data_dir()
+SHARED_DATA = data_dir()
 
 # The app's memory budget is checked against this process's resident memory, and the test process also
 # holds the session fixtures' models and every AppTest's: a public host's 2.5 GB would refuse models here

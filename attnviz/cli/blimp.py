@@ -8,9 +8,8 @@ import sys
 import time
 
 import attnviz
-from attnviz.analysis.pair_items import read_pairs
-from attnviz.interventions import effects
-from attnviz.interventions.preference import NOT_AVAILABLE, FileResult, builtin_pairs, data_files, score_pairs
+from attnviz.analysis.blimp_jsonl import read_pairs
+from attnviz.readouts.preference import NOT_AVAILABLE, FileResult, builtin_pairs, data_files, score_pairs
 
 
 def run_blimp_command(args) -> int:
@@ -23,7 +22,7 @@ def run_blimp_command(args) -> int:
     start = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)
-    if not model.config.causal and not effects.has_mlm_head(model):
+    if not model.config.causal and not inputs.has_mlm_head(model):
         raise ValueError(NOT_AVAILABLE)
     loaded = time.perf_counter()
     results = []

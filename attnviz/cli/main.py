@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attnviz
 from attnviz.cli import patch as patch_cli
-from attnviz.cli import qk, qkmap, readout, replicate, sinks
+from attnviz.cli import qk_attribution, qkmap, readout, replicate, sinks
 
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     blimp.add_argument("--limit", type=_positive_int, help="only the first N pairs of each file")
     blimp.add_argument("--json", action="store_true", help="print JSON (per-file n, correct, accuracy, mean_margin)")
 
-    qk.add_parser(commands)
+    qk_attribution.add_parser(commands)
     readout.add_parsers(commands)
     sinks.add_parser(commands)
     qkmap.add_parser(commands)
@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in readout.COMMANDS:
             return readout.run(args)
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
-                "blimp": _blimp, "qk": qk.run, "sinks": sinks.run, "qkmap": qkmap.run, "replicate": replicate.run,
+                "blimp": _blimp, "qk": qk_attribution.run, "sinks": sinks.run, "qkmap": qkmap.run,
+                "replicate": replicate.run,
                 "patch": patch_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

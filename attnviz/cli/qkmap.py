@@ -1,5 +1,5 @@
 """`python -m attnviz qkmap`: one head's queries and keys over a corpus as 2-D points (AttentionViz's
-normalisation, then PCA; attnviz.interventions.qkmap)."""
+normalisation, then PCA; attnviz.readouts.qkmap)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import attnviz
 
-# attnviz.interventions.qkmap is imported inside run(): `python -m attnviz` loads torch only for a command
+# attnviz.readouts.qkmap is imported inside run(): `python -m attnviz` loads torch only for a command
 # that needs it (tests/cli/test_package.py).
 
 
@@ -27,7 +27,7 @@ def add_parser(commands) -> None:
 
 def _sentences(corpus: str):
     from attnviz.analysis.conllu import read_conllu_sentences
-    from attnviz.interventions import qkmap
+    from attnviz.readouts import qkmap
 
     if corpus.startswith("builtin:"):
         return qkmap.builtin_corpus(corpus.partition(":")[2])
@@ -37,7 +37,7 @@ def _sentences(corpus: str):
 
 
 def run(args) -> int:
-    from attnviz.interventions import qkmap
+    from attnviz.readouts import qkmap
 
     if args.sentences < 1:
         raise ValueError(f"--sentences must be >= 1, got {args.sentences}")

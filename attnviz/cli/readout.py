@@ -41,7 +41,7 @@ def run(args) -> int:
 
 
 def _lens(model, args) -> int:
-    from attnviz.interventions.logit_lens import logit_lens
+    from attnviz.readouts.logit_lens import logit_lens
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
@@ -58,7 +58,7 @@ def _lens(model, args) -> int:
 
 
 def _attribute(model, args) -> int:
-    from attnviz.interventions.attribution import attribute
+    from attnviz.readouts.attribution import attribute
 
     result = attribute(model, args.text, args.target, args.contrast, args.position)
     if args.json:
@@ -76,7 +76,7 @@ def _attribute(model, args) -> int:
 
 
 def _routes(model, args) -> int:
-    from attnviz.interventions.routes import routes
+    from attnviz.readouts.routes import routes
 
     graph = routes(model, args.text, args.position, args.threshold)
     if args.json:

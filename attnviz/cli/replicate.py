@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from attnviz.interventions.cards import card, cards, report
+from attnviz.findings.cards import card, cards, report
 
 
 def add_parser(commands) -> None:
@@ -36,7 +36,7 @@ def run(args) -> int:
     if args.conllu and chosen.needs != "conllu" or args.texts and chosen.needs != "texts":
         raise ValueError(f"{chosen.id} takes {'no file' if chosen.needs == 'none' else '--' + chosen.needs}")
     import attnviz
-    from attnviz.interventions.findings import compute
+    from attnviz.findings.measures import compute
 
     items = texts = None
     inputs = {}

@@ -1,6 +1,6 @@
 """`python -m attnviz sinks`: every head's mean attention to the first token over a set of texts, the share of
 heads that are sinks at epsilon (Gu et al. 2024), and the first key's norm and cosine with the queries
-(attnviz.interventions.sinks)."""
+(attnviz.readouts.sinks)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import attnviz
 from attnviz.analysis.sink import FIRST_TOKEN_EPSILON
 
-# attnviz.interventions.sinks is imported inside run(): `python -m attnviz` loads torch only for a command
+# attnviz.readouts.sinks is imported inside run(): `python -m attnviz` loads torch only for a command
 # that needs it (tests/cli/test_package.py).
 
 
@@ -43,7 +43,7 @@ def _grid(array) -> list[list[float]]:
 
 
 def run(args) -> int:
-    from attnviz.interventions import sinks
+    from attnviz.readouts import sinks
 
     if not 0.0 <= args.epsilon <= 1.0:
         raise ValueError(f"--epsilon must lie in [0, 1], got {args.epsilon}")

@@ -1,2 +1,2 @@
-"""What a model does when it is changed or run on purpose: head ablation and the importance scan, minimal-pair
-preferences, MHA/MQA/GQA measured side by side, MHA -> GQA conversion, greedy decoding with the KV cache."""
+"""Interventions: forward passes changed on purpose, compared with the plain one. Head ablation and the
+importance scan (`ablation`), activation patching on a minimal pair (`patching`)."""

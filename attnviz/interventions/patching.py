@@ -18,7 +18,7 @@ or at one position; each MLP's output ("mlp_outputs"); the residual stream enter
 position ("block_inputs", TransformerLens's resid_pre).
 
 Alignment (`align_positions`): two runs of the same token count pair position i with i. Otherwise their
-words are aligned by `attnviz.analysis.pairs.align_words` (common prefix, common suffix, the differing span
+words are aligned by `attnviz.analysis.minimal_pairs.align_words` (common prefix, common suffix, the differing span
 between): leading and trailing special tokens pair in order, and the tokens of each common word pair in
 order. A common word that tokenises differently in the two runs is refused (ValueError); the differing
 span's tokens pair only when both sides have as many tokens, else they stay unpatched (the receiving run's
@@ -26,9 +26,9 @@ own values) and their per-position results are NaN.
 
 Batching: a component of layer l leaves layers 0..l-1 as in the receiving run, so a batch starts from the
 receiving run's residual stream entering the lowest layer it patches and runs only the layers from there
-(attnviz.interventions.effects's importance scan does the same), at most `batch_size` rows (default: what
-fits effects.SCAN_BATCH_BYTES). `progress(done, total)` after each batch; `should_stop()` before each,
-raising effects.ScanStopped.
+(attnviz.interventions.ablation's importance scan does the same), at most `batch_size` rows (default: what
+fits batch_bytes.SCAN_BATCH_BYTES). `progress(done, total)` after each batch; `should_stop()` before each,
+raising ablation.ScanStopped.
 """
 
 from __future__ import annotations
@@ -39,17 +39,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnviz.analysis.pairs import align_words
-from attnviz.interventions.effects import (
-    ScanStopped,
-    _ids,
-    _mask_token,
-    _pooled_from,
-    has_mlm_head,
-    scan_batch_size,
-)
+from attnviz.analysis.minimal_pairs import align_words
+from attnviz.interventions.ablation import ScanStopped
+from attnviz.models.batch_bytes import scan_batch_size
+from attnviz.models.inputs import has_mlm_head, mask_token, text_ids
+from attnviz.models.loaded_model import LoadedModel
+from attnviz.readouts.predictions import mean_pooled
 from attnviz.trace import split_words
-from attnviz.tracing.model import LoadedModel
 from attnviz.transformer.record import LayerRecord, Recorder
 
 DIRECTIONS = ("denoise", "noise")
@@ -107,8 +103,8 @@ def patch_pair(model: LoadedModel, clean: str, corrupt: str, target: str | None 
     for text in (clean, corrupt):
         if mlm:  # the mask as the model spells it
             for spelling in ("[MASK]", "<mask>"):
-                text = text.replace(spelling, _mask_token(model))
-        _ids(model, text)  # the empty and over-long texts' messages
+                text = text.replace(spelling, mask_token(model))
+        text_ids(model, text)  # the empty and over-long texts' messages
         encodings.append(model.encode(text))
     positions = [_scored_position(model, enc, mlm) for enc in encodings]
     clean_enc, corrupt_enc = encodings
@@ -119,10 +115,10 @@ def patch_pair(model: LoadedModel, clean: str, corrupt: str, target: str | None 
 
 def _scored_position(model, enc, mlm: bool) -> int:
     if mlm:
-        mask_id = model.tokenizer.token_to_id(_mask_token(model))
+        mask_id = model.tokenizer.token_to_id(mask_token(model))
         found = [i for i, t in enumerate(enc.ids) if t == mask_id]
         if len(found) != 1:
-            raise ValueError(f"place exactly one {_mask_token(model)} in each sentence (found {len(found)})")
+            raise ValueError(f"place exactly one {mask_token(model)} in each sentence (found {len(found)})")
         return found[0]
     plain = [i for i, s in enumerate(enc.special_tokens_mask) if not s]
     return plain[-1] if plain else len(enc.ids) - 1
@@ -283,10 +279,10 @@ def prepare(module, pair: PatchPair, direction: str = "denoise") -> _Runs:
 def _scorer(module, pair: PatchPair, clean_hidden):
     """(final hidden [B, T, C], position) -> float64 [B] numpy metric values."""
     if pair.metric == "embedding":
-        clean = _pooled_from(clean_hidden).double()
+        clean = mean_pooled(clean_hidden).double()
 
         def cosine(hidden, position):
-            return torch.nn.functional.cosine_similarity(_pooled_from(hidden).double(), clean, dim=-1).numpy()
+            return torch.nn.functional.cosine_similarity(mean_pooled(hidden).double(), clean, dim=-1).numpy()
         return cosine
     head = module.unembed if module.config.causal else module.mlm_head
 
@@ -325,7 +321,7 @@ def scan(runs: _Runs, components: list[tuple], progress, should_stop, batch_size
 
 
 def patch_batch_size(module, n_tokens: int) -> int:
-    """Rows per batch: effects.scan_batch_size's bound, one position scored per row."""
+    """Rows per batch: batch_bytes.scan_batch_size's bound, one position scored per row."""
     return scan_batch_size(_Sized(module), n_tokens, scored=1)
 
 

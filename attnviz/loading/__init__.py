@@ -18,7 +18,7 @@ from attnviz.loading.size import (
     parameter_count,
 )
 from attnviz.loading.sources import is_local_path, resolve_source
-from attnviz.tracing.model import LoadedModel, ModelInfo
+from attnviz.models.loaded_model import LoadedModel, ModelInfo
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.seq2seq import EncoderDecoder
 
@@ -157,7 +157,7 @@ def _traced(module, checkpoint, source: str, max_tokens: int, split_device, prog
     """The facade that runs texts into traces: LoadedSeq2Seq for a translation model (Marian, T5, BART), else
     LoadedModel. split_device: a split module's main device, None for a whole one."""
     if isinstance(module, EncoderDecoder):  # a translation model: its own run() and trace
-        from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
+        from attnviz.models.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
 
         limit = min([max_tokens] + [checkpoint.max_length] * (checkpoint.max_length is not None))
         info = seq2seq_info(module, source, checkpoint.path, checkpoint.config["model_type"], limit)

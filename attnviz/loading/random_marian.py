@@ -21,7 +21,7 @@ import torch
 
 from attnviz.loading.random_model import untrained
 from attnviz.loading.spm import MarianSentencePiece
-from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
+from attnviz.models.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
 from attnviz.transformer.seq2seq import EncoderDecoder, Seq2SeqConfig
 
 log = logging.getLogger(__name__)

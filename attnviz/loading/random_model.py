@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
-from attnviz.tracing.model import LoadedModel, ModelInfo
+from attnviz.models.loaded_model import LoadedModel, ModelInfo
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 

@@ -47,9 +47,9 @@ from attnviz.plots.colors import (
 )
 from attnviz.plots.grids import score_grid
 from attnviz.plots.head import HEAD_VIEW_LEVELS, causal_blocked, head_heatmap, head_view
+from attnviz.plots.minimal_pairs import difference_heatmap
 from attnviz.plots.mosaic import model_view
 from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure, probe_figure, score_figure
-from attnviz.plots.pairs import difference_heatmap
 from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
 from attnviz.plots.qk_attribution import qk_attribution_figure, qk_attribution_heatmap
 from attnviz.plots.qkmap import qk_map_figure

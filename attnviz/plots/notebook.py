@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.analysis import pair_filter
+from attnviz.analysis import sentence_pairs
 from attnviz.analysis.scoring import DIRECTIONS, RelationScore, to_json
 from attnviz.analysis.views import attention_view
 from attnviz.plots.grids import score_grid
@@ -92,12 +92,12 @@ def head_figure(
         raise ValueError(f"layer {layer}, head {head} outside {n_layers} layers x {n_heads} heads")
     window = slice(0, len(view.labels)) if window is None else window
     labels = view.labels[window]
-    sides = pair_filter.label_sentences(pair_filter.view_sequence(trace, level, hide_special))
-    if pair != "all" and not pair_filter.is_pair(sides):
+    sides = sentence_pairs.label_sentences(sentence_pairs.view_sequence(trace, level, hide_special))
+    if pair != "all" and not sentence_pairs.is_pair(sides):
         raise ValueError(f"pair {pair!r} needs a trace of two sentences (an encoder given text and text_b)")
     if focus is not None and not 0 <= focus < len(labels):
         raise ValueError(f"focus {focus} outside 0..{len(labels) - 1}")
-    part = pair_filter.slice_pair(sides[window], labels, pair, focus, direction)
+    part = sentence_pairs.slice_pair(sides[window], labels, pair, focus, direction)
     matrix = part.take(np.asarray(view.attentions[layer, head, window, window], dtype=np.float32))
     if matrix.size == 0:
         raise ValueError(f"nothing to draw: pair {pair!r} keeps no row or no column of this window")

@@ -1,4 +1,4 @@
-"""Query-key attribution of one score (attnviz.interventions.qk_attribution): the query components x key
+"""Query-key attribution of one score (attnviz.readouts.qk_attribution): the query components x key
 components matrix of its terms, grouped by layer, on a diverging scale centred at 0."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def qk_attribution_heatmap(matrix: np.ndarray, row_labels: list[str], col_labels
 
 
 def qk_attribution_figure(split, grouped: bool = False, words: dict[str, str] | None = None) -> go.Figure:
-    """The heatmap of a `QKAttribution` (attnviz.interventions.qk_attribution) as the notebook draws it: its
+    """The heatmap of a `QKAttribution` (attnviz.readouts.qk_attribution) as the notebook draws it: its
     `table(grouped)`, labelled by component name, every term included (position terms as rows or columns)."""
     rows, columns, matrix = split.table(grouped)
     return qk_attribution_heatmap(matrix, rows, columns, split.layers(rows), split.layers(columns), words)

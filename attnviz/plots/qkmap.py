@@ -1,6 +1,6 @@
 """One head's queries and keys across a corpus as one 2-D scatter (AttentionViz, Yeh et al. 2023): queries as
 circles, keys as diamonds, coloured by kind, by relative position or by part of speech. The input is a
-`QKMap` (attnviz.interventions.qkmap) or anything with its fields; every point's hover shows its token in its
+`QKMap` (attnviz.readouts.qkmap) or anything with its fields; every point's hover shows its token in its
 sentence (escaped: plotly reads a subset of HTML), and its customdata is [sentence, position], which a click
 returns (st.plotly_chart's selection)."""
 

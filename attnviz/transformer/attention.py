@@ -179,7 +179,7 @@ def row_blocks(q, k, v, mask, scale, bias, softcap, sinks, record):
     only where a block has blocked entries (the diagonal part of a causal block), as the blocked scores HF's
     additive mask gives (finfo.min; a score plus finfo.min rounds to it). Each block's probabilities, with its
     scores (which the record may overwrite), go to `record.reduce(probabilities, r0, c0, scores)`
-    (attnviz.transformer.reduce) and are not kept: returns (context [B, H, T, D], None)."""
+    (attnviz.transformer.reducer) and are not kept: returns (context [B, H, T, D], None)."""
     b, h, t, _ = q.shape
     s = k.shape[2]
     context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D

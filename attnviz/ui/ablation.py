@@ -1,5 +1,5 @@
 """The Explore page's head ablation: switch heads (or whole layers) off and watch the prediction change,
-and the importance scan, every head switched off alone (attnviz.interventions.effects does the computing)."""
+and the importance scan, every head switched off alone (attnviz.interventions.ablation does the computing)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.ui import ablation, long_explore
-from attnviz.ui import lenses as lens_ui
-from attnviz.ui import pairs as pairs_ui
+from attnviz.ui import attention_lenses as lens_ui
+from attnviz.ui import minimal_pairs as pairs_ui
 from attnviz.ui.attribution import attribution_section
 from attnviz.ui.common import (
     MAX_TEXT,

@@ -10,7 +10,7 @@ from attnviz.ui.common import guarded, sidebar, t, workbench
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
 from attnviz.workbench import findings as work
-from attnviz.workbench.finder import parsed_file
+from attnviz.workbench.head_finder import parsed_file
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
 

@@ -8,10 +8,10 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis import export, pair_filter, profile_head
+from attnviz.analysis import export, profile_head, sentence_pairs
 from attnviz.analysis.profile import has_learned_sinks, profile_map
 from attnviz.analysis.sink import first_aside_positions
-from attnviz.ui import lenses as lens_ui
+from attnviz.ui import attention_lenses as lens_ui
 from attnviz.ui.common import guarded, plot_text, seed_from_url, t, workbench, write_url
 from attnviz.ui.query_key import query_key_view
 from attnviz.ui.widgets import head_picker
@@ -125,23 +125,23 @@ def token_window(n: int) -> slice:
 def sentence_pair(info, trace, view_key, window: slice, labels: list[str], focus: int | None):
     """The sentence filter (encoders given a second sentence, as bertviz) and the line direction of the
     head detail: which rows and columns of the window its figures draw, where the sentences split, and
-    the focused token's lines (pair_filter.slice_pair)."""
+    the focused token's lines (sentence_pairs.slice_pair)."""
     seed_from_url("pair_filter", "all", "pair")
     seed_from_url("line_direction", "out", "lines")
     level, hide_special, first_aside = view_key[3], view_key[4], view_key[7]
     positions = first_aside_positions(trace, hide_special) if first_aside else trace
-    sides = pair_filter.label_sentences(pair_filter.view_sequence(
+    sides = sentence_pairs.label_sentences(sentence_pairs.view_sequence(
         positions, level, hide_special or (first_aside and level == "token")))
     cols = st.columns(2)
     pair = "all"
-    if not info.causal and view_key[2] is not None and pair_filter.is_pair(sides):
-        options = list(pair_filter.PAIR_FILTERS)
+    if not info.causal and view_key[2] is not None and sentence_pairs.is_pair(sides):
+        options = list(sentence_pairs.PAIR_FILTERS)
         pair = cols[0].radio(t("pair_filter"), options, key="pair_filter", horizontal=True,
                              help=t("pair_filter_help"), format_func={v: t(f"pair_{v}") for v in options}.get)
-    directions = pair_filter.LINE_DIRECTIONS
+    directions = sentence_pairs.LINE_DIRECTIONS
     direction = cols[1].radio(t("pair_lines"), directions, key="line_direction", horizontal=True,
                               help=t("pair_lines_help"), format_func={v: t(f"pair_lines_{v}") for v in directions}.get)
-    part = pair_filter.slice_pair(sides[window], labels, pair, focus, direction)
+    part = sentence_pairs.slice_pair(sides[window], labels, pair, focus, direction)
     if focus is not None and part.focus_row is None and part.focus_col is None:
         st.caption(t("pair_focus_outside"))
     write_url(pair=pair if pair != "all" else None, lines=direction if direction != "out" else None)

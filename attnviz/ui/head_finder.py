@@ -31,7 +31,7 @@ from attnviz.ui.patch_finder import looks_or_matters
 from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.widgets import head_grid, word_pair_ranking
-from attnviz.workbench import finder, traces
+from attnviz.workbench import head_finder, traces
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
 BUILTIN_SETS = {"builtin:en": "builtin_en", "builtin:zh": "builtin_zh"}  # option -> its label's key
@@ -71,12 +71,12 @@ def relation_scores(model, source: str) -> None:
     bench = workbench()
     builtin = items_key if items_key in BUILTIN_SETS else None
     # A built-in set's scores are the same for every visitor: once some visitor scored them, they are shown at once.
-    result = builtin and finder.shared_score(bench, source, builtin, relation, sink_aware)
+    result = builtin and head_finder.shared_score(bench, source, builtin, relation, sink_aware)
     if result:
         st.caption(t("finder_shared"))
     else:
         result = heavy_action("run_probe", t("run_probe"), (result_key,),
-                              lambda job: finder.score(bench, model, source, chosen, relation, sink_aware,
+                              lambda job: head_finder.score(bench, model, source, chosen, relation, sink_aware,
                                                        progress=job.progress, builtin=builtin),
                               lambda done, total: t("scoring", done=done, n=total), primary=True)
     if result is not None:
@@ -116,11 +116,11 @@ def choose_items():
             return [], None, ""
         data = upload.getvalue()
         if kind == "auto":
-            kind = finder.detected_format(upload.name, data)
+            kind = head_finder.detected_format(upload.name, data)
             st.caption(t("format_detected", kind=parser_label(kind)))
         if kind == "conllu":  # no separator to choose: the treebank's own text is read
             st.caption(t("conllu_own_text"))
-        parsed = finder.parsed_file(workbench(), kind, data, upload.name)
+        parsed = head_finder.parsed_file(workbench(), kind, data, upload.name)
         if not parsed.items:
             st.info(t("no_items"))
         note = (" " + t("conllu_read", skipped=parsed.skipped_arcs, disagreed=parsed.disagreed)
@@ -235,7 +235,7 @@ def examples_for_head(model, source: str, items, direction: str, default_layer: 
     if not pool:
         return
     with refused():
-        show_examples(pool, finder.example_traces(workbench(), model, source, pool, hold=heavy_slot), direction,
+        show_examples(pool, head_finder.example_traces(workbench(), model, source, pool, hold=heavy_slot), direction,
                       layer, head, sink_aware, causal)
 
 

@@ -24,7 +24,7 @@ def logit_lens_section(model, source: str, text: str, trace, paired: bool) -> No
         target = token_box("readout_target", "lens_target", "readout_target_help")
     bench = workbench()
     result = computed("lens_run", t("lens_run"), work.lens_key(source, text, where, target),
-                      lambda progress: work.lens(bench, source, text, where, target, progress), len(trace.tokens))
+                      lambda progress: work.logit_lens(bench, source, text, where, target, progress), len(trace.tokens))
     if result is None:
         return
     # Tokens are data: they go in a table's token column, never in a sentence of the page's language.

@@ -10,7 +10,7 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.profile import has_learned_sinks
 from attnviz.trace import ReducedTrace
-from attnviz.ui import lenses as lens_ui
+from attnviz.ui import attention_lenses as lens_ui
 from attnviz.ui.common import plot_text, t, workbench
 from attnviz.ui.kinds import kind_label
 from attnviz.workbench import traces

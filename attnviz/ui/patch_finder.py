@@ -15,7 +15,7 @@ from attnviz.ui.common import guarded, plot_text, t, workbench
 from attnviz.ui.escape import md
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.widgets import head_grid
-from attnviz.workbench import finder
+from attnviz.workbench import head_finder
 from attnviz.workbench import patching as work
 
 RELATIONS = ("subject-verb", "coreference")
@@ -30,7 +30,7 @@ def attention_grid(source: str, relation: str, shape: tuple[int, int]) -> np.nda
     if stored and stored[0].startswith(f"{source}|") and f"|{relation}|" in stored[0]:
         blocks.append(stored[1])
     bench = workbench()
-    blocks += [b for b in (finder.shared_score(bench, source, name, relation) for name in BUILTIN_SETS) if b]
+    blocks += [b for b in (head_finder.shared_score(bench, source, name, relation) for name in BUILTIN_SETS) if b]
     for block in blocks:
         grids = [np.array(block[d], dtype=float) for d in DIRECTIONS if block.get(d) is not None]
         grids = [g for g in grids if g.shape == shape and not np.isnan(g).all()]

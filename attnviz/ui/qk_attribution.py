@@ -1,6 +1,6 @@
 """Query-key attribution in the query-key view (and so in the Explore page's head detail): which earlier
 components made this query seek this key, as the largest terms in sentences and as the query components x
-key components matrix, one layer's heads together or apart. The split is attnviz.interventions.qk_attribution's,
+key components matrix, one layer's heads together or apart. The split is attnviz.readouts.qk_attribution's,
 computed by workbench.qk_attribution (one more recorded forward pass, shared, under the budget)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from attnviz.ui.common import refused, seed_from_url, t, workbench, write_url
 from attnviz.ui.escape import md
 from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.widgets import position_input
-from attnviz.workbench import lenses as lens_store
+from attnviz.workbench import attention_lenses as lens_store
 from attnviz.workbench import shelf
 
 QK_KEYS = 48  # keys the query-key view draws at most: the visible ones with the highest weight

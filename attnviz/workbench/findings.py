@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from attnviz.interventions import findings
-from attnviz.interventions.cards import Card, cards, report
-from attnviz.interventions.preference import default_data_dir
+from attnviz.analysis.reference_data import data_path
+from attnviz.findings import measures as findings
+from attnviz.findings.cards import Card, cards, report
 from attnviz.workbench import retrieval
-from attnviz.workbench.finder import BATCH_BYTES
+from attnviz.workbench.head_finder import BATCH_BYTES
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import trace_bytes
 
@@ -46,7 +46,7 @@ def need_bytes(card: Card, model) -> int:
         return max(BATCH_BYTES, trace_bytes(model, 128))
     if card.id == "wu2024":
         batch = retrieval.prompts(model, card.inputs["haystack_tokens"], card.inputs["needles"])
-        return retrieval._need(model, batch)
+        return retrieval.job_bytes(model, batch)
     return findings.run_bytes(model, card)
 
 
@@ -81,8 +81,8 @@ TREEBANK = "ud/en_ewt-ud-dev.conllu"  # the UD English EWT dev split of the refe
 
 
 def default_treebank() -> Path | None:
-    """The reference-data folder's UD English EWT dev split ($ATTNVIZ_DATA_DIR, else ../shared/data beside the
-    repository, as the blimp command and the corpus map find theirs) when the server has it (the UD treebanks
+    """The reference-data folder's UD English EWT dev split (attnviz.analysis.reference_data, where
+    the blimp command and the corpus map find theirs) when the server has it (the UD treebanks
     are not shipped: the project ships only self-written data), else None: the page then asks for an upload."""
-    path = default_data_dir().parent / TREEBANK
+    path = data_path(TREEBANK)
     return path if path.is_file() else None

@@ -4,8 +4,11 @@ computed once per model and input, shared by every visitor, under the memory bud
 from __future__ import annotations
 
 from attnviz.analysis.detectors import detect_heads
-from attnviz.interventions import effects
-from attnviz.interventions.effects import MASK_SPELLINGS, Effect, default_quantity  # noqa: F401  (the page reads them here)
+from attnviz.interventions import ablation
+from attnviz.interventions.ablation import Effect, default_quantity  # noqa: F401  (the page reads them here)
+from attnviz.models import batch_bytes
+from attnviz.models.inputs import MASK_SPELLINGS  # noqa: F401  (the page reads it here)
+from attnviz.readouts import predictions
 from attnviz.workbench.shared import Workbench
 
 DETECTOR_TOKENS, DETECTOR_SEQUENCES = 50, 4  # the defaults of `python -m attnviz heads`
@@ -18,8 +21,8 @@ def ablation_effect(bench: Workbench, model, name: str, text: str, off: tuple[tu
     def compute():
         n_tokens = len(model.encode(text + (continuation or "")).ids)
         scored = n_tokens - len(model.encode(text).ids) + 1 if continuation else 1  # positions read out
-        with bench.reserve(2 * effects.scan_bytes(model, n_tokens, 1, scored), keep_model=name):
-            return effects.ablation_effect(model, text, effects.head_mask_of(model, off), continuation)
+        with bench.reserve(2 * batch_bytes.scan_bytes(model, n_tokens, 1, scored), keep_model=name):
+            return ablation.ablation_effect(model, text, predictions.head_mask_of(model, off), continuation)
 
     return bench.shared_value(("ablation", name, text, off, continuation), compute, lambda effect: 1024)
 
@@ -31,15 +34,15 @@ def scan_scores(bench: Workbench, name: str, text: str, quantity: str, continuat
 
 def scan_heads(bench: Workbench, model, name: str, text: str, quantity: str, continuation: str | None,
                progress=None):
-    """Every head switched off alone (effects.importance_scan), batched within SCAN_BATCH_BYTES and the
+    """Every head switched off alone (ablation.importance_scan), batched within SCAN_BATCH_BYTES and the
     budget; computed once per (model, text, quantity, continuation) and shared."""
     done = scan_scores(bench, name, text, quantity, continuation)
     if done is not None:  # another visitor's identical scan finished while this one waited for the slot
         return done
     n_tokens = len(model.encode(text + (continuation or "")).ids)
-    batch = effects.scan_batch_size(model, n_tokens)
-    with bench.reserve(effects.scan_bytes(model, n_tokens, batch), keep_model=name):
-        scores = effects.importance_scan(model, text, quantity, continuation, progress=progress, batch_size=batch)
+    batch = batch_bytes.scan_batch_size(model, n_tokens)
+    with bench.reserve(batch_bytes.scan_bytes(model, n_tokens, batch), keep_model=name):
+        scores = ablation.importance_scan(model, text, quantity, continuation, progress=progress, batch_size=batch)
     scores.setflags(write=False)
     bench.views.put(("scan", name, text, quantity, continuation), scores, scores.nbytes)
     return scores

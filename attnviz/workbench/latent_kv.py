@@ -3,7 +3,7 @@ original Transformer's size and at the loaded model's, measured once per size an
 
 from __future__ import annotations
 
-from attnviz.interventions.latent_kv import ORIGINAL, CacheSizes, measure, peak_bytes, sizes_of
+from attnviz.attention_kinds.latent_kv import ORIGINAL, CacheSizes, measure, peak_bytes, sizes_of
 from attnviz.transformer.config import ModelConfig
 from attnviz.workbench.shared import Workbench
 

@@ -8,10 +8,10 @@ import inspect
 import torch
 
 from attnviz.analysis.kv_groups import group_distances
-from attnviz.interventions.gqa_conversion import conversion_distances, group_choices  # noqa: F401
+from attnviz.attention_kinds.gqa_conversion import conversion_distances, group_choices  # noqa: F401
 
 # The page reads the variants' names, the models that use each and the formulas' counts here.
-from attnviz.interventions.variants import (  # noqa: F401
+from attnviz.attention_kinds.variants import (  # noqa: F401
     NAMED_MODELS,
     VARIANTS,
     compare,

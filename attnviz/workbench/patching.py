@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.interventions import effects, patching
+from attnviz.interventions import patching
+from attnviz.models import batch_bytes
 from attnviz.probesets.patch_pairs import builtin_patch_pairs
 from attnviz.workbench.shared import Workbench
 
@@ -21,7 +22,7 @@ def patch_bytes(model, n_tokens: int) -> int:
     itemsize = next(model.module.parameters()).element_size()
     batch = patching.patch_batch_size(model.module, n_tokens)
     recorded = 3 * c.n_layers * n_tokens * (c.n_heads * c.dim_per_head + 2 * c.d_model) * itemsize
-    return effects.scan_bytes(model, n_tokens, batch, scored=1) + recorded
+    return batch_bytes.scan_bytes(model, n_tokens, batch, scored=1) + recorded
 
 
 def pair_of(model, clean: str, corrupt: str, target: str | None, contrast: str | None):

@@ -1,10 +1,10 @@
-"""Query-key attribution (attnviz.interventions.qk_attribution) for the query-key view: one score, or a row's
+"""Query-key attribution (attnviz.readouts.qk_attribution) for the query-key view: one score, or a row's
 difference of two keys, split by the components that made its query and its key; one recorded forward pass,
 computed once per (model, texts, layer, head, query, key, key2) and shared, under the memory budget."""
 
 from __future__ import annotations
 
-from attnviz.interventions.qk_attribution import layer_of, qk_attribution
+from attnviz.readouts.qk_attribution import layer_of, qk_attribution
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
 from attnviz.workbench.traces import trace_bytes

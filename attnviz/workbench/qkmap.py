@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 
 from attnviz.analysis.conllu import parse_conllu_sentences, read_conllu_sentences
-from attnviz.interventions import qkmap
+from attnviz.readouts import qkmap
 from attnviz.workbench.shared import Workbench
 
 DEFAULT_SENTENCES = 200

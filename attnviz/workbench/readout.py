@@ -6,10 +6,10 @@ on every Enter; a longer one waits for its button (ui/heavy.py)."""
 
 from __future__ import annotations
 
-from attnviz.interventions import attribution as attribution_work
-from attnviz.interventions import logit_lens as lens_work
-from attnviz.interventions import readout
-from attnviz.interventions import routes as routes_work
+from attnviz.readouts import attribution as attribution_work
+from attnviz.readouts import logit_lens as lens_work
+from attnviz.readouts import recorded_run
+from attnviz.readouts import routes as routes_work
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
 from attnviz.workbench.traces import TRACE_OVERHEAD
@@ -39,7 +39,7 @@ def is_short(n_tokens: int) -> bool:
 def default_position(bench: Workbench, name: str, text: str) -> int:
     """Where the views read by default (interventions.readout.default_position)."""
     model = model_for(bench, name)
-    return readout.default_position(model, readout.encode_text(model, text))
+    return recorded_run.default_position(model, recorded_run.encode_text(model, text))
 
 
 def held(bench: Workbench, key: tuple):
@@ -69,11 +69,11 @@ def _computed(bench: Workbench, key: tuple, compute, nbytes, progress=None):
 
     def make():
         model = model_for(bench, name)
-        need = run_bytes(model, len(readout.encode_text(model, text).ids))
+        need = run_bytes(model, len(recorded_run.encode_text(model, text).ids))
         if progress:
             progress(0, 1)  # a cancelled job stops here (workbench.jobs)
         with bench.run_slot(need), bench.reserve(need, keep_model=name):
-            run = bench.shared_value(run_key(name, text), lambda: readout.recorded_run(model, text, RUN_NAMES),
+            run = bench.shared_value(run_key(name, text), lambda: recorded_run.recorded_run(model, text, RUN_NAMES),
                                      lambda made: made.nbytes)  # past the store's share it is not kept
             result = compute(model, run)
         if progress:
@@ -83,7 +83,7 @@ def _computed(bench: Workbench, key: tuple, compute, nbytes, progress=None):
     return bench.shared_value(key, make, nbytes)
 
 
-def lens(bench: Workbench, name: str, text: str, position: int, target: str | None, progress=None):
+def logit_lens(bench: Workbench, name: str, text: str, position: int, target: str | None, progress=None):
     """interventions.logit_lens.logit_lens of `text` at `position`, following `target` (default: the model's
     own top prediction)."""
     return _computed(bench, lens_key(name, text, position, target),

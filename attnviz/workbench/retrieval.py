@@ -4,9 +4,9 @@ computed once per (model, haystack length, needles) and shared, under the memory
 
 from __future__ import annotations
 
-from attnviz.interventions import effects
-from attnviz.interventions import retrieval as needle_work
-from attnviz.interventions.needles import NEEDLES
+from attnviz.models import batch_bytes
+from attnviz.probesets.needles import NEEDLES
+from attnviz.readouts import retrieval as needle_work
 from attnviz.workbench.shared import Workbench
 
 # SmolLM2-135M answers 3 to 6 of the 6 built-in needles at each of these lengths (docs/architecture.md,
@@ -27,10 +27,10 @@ def decoding_bytes(model, n_tokens: int) -> int:
     itemsize = next(model.module.parameters()).element_size()
     cache = 2 * c.n_layers * c.kv_heads * n_tokens * c.dim_per_head * itemsize
     rows = c.n_layers * c.n_heads * n_tokens * 4
-    return effects.scan_bytes(model, n_tokens, 1, scored=1) + cache + rows
+    return batch_bytes.scan_bytes(model, n_tokens, 1, scored=1) + cache + rows
 
 
-def _need(model, batch) -> int:
+def job_bytes(model, batch) -> int:
     return decoding_bytes(model, max(p.n_tokens for p in batch) + needle_work.EXTRA_TOKENS + 32)
 
 
@@ -47,7 +47,7 @@ def retrieval_grid(bench: Workbench, model, name: str, haystack_tokens: int, n_n
     if done is not None:  # another visitor's identical run finished while this one waited for the slot
         return done
     batch = prompts(model, haystack_tokens, n_needles)
-    need = _need(model, batch)
+    need = job_bytes(model, batch)
     with bench.run_slot(need), bench.reserve(need, keep_model=name):
         result = needle_work.retrieval_heads(model, batch, progress=progress)
     if result.grid is not None:
@@ -69,7 +69,7 @@ def ablation(bench: Workbench, model, name: str, haystack_tokens: int, n_needles
     if done is not None:
         return done
     batch = prompts(model, haystack_tokens, n_needles)
-    need = _need(model, batch)
+    need = job_bytes(model, batch)
     with bench.run_slot(need), bench.reserve(need, keep_model=name):
         result = needle_work.ablation_comparison(model, batch, grid, n_off, progress=progress)
     bench.views.put(key, result, 4096)

@@ -27,7 +27,7 @@ from attnviz.loading.sources import (  # noqa: F401
     forget_hub_route,
     hub_reachable,
 )
-from attnviz.tracing import LoadedSeq2Seq
+from attnviz.models import LoadedSeq2Seq
 from attnviz.workbench.memory import release_memory
 from attnviz.workbench.shared import OverBudget, Workbench
 

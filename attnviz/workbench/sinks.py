@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from attnviz.interventions import sinks
+from attnviz.readouts import sinks
 from attnviz.workbench.shared import Workbench
 
 BUILTIN = "builtin"

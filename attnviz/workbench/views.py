@@ -9,10 +9,10 @@ import dataclasses
 
 import numpy as np
 
-from attnviz.analysis import lenses
+from attnviz.analysis import attention_lenses
 from attnviz.analysis.sink import first_aside_positions, trace_first_aside
 from attnviz.analysis.views import attention_view
-from attnviz.workbench.lenses import lens_attentions, value_norms
+from attnviz.workbench.attention_lenses import lens_attentions, value_norms
 from attnviz.workbench.memory import trim_heap
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.shelf import model_for
@@ -143,14 +143,14 @@ def lens_first_aside_view(bench: Workbench, name: str, text: str, text_pair: str
         norms = value_norms(bench, name, text, text_pair)  # before the reservation: it may load
 
         def weigh(attentions):
-            return lenses.value_weighted(attentions, norms, normalise, out=attentions)
+            return attention_lenses.value_weighted(attentions, norms, normalise, out=attentions)
 
         return first_aside_view(bench, name, text, text_pair, level, hide_special, weigh)
     model = model_for(bench, name)
     n = n_tokens(model, text, text_pair)
     # rollout: its float64 residual steps and the float32 [L, 1, T, T] result beside the probabilities
     return first_aside_view(bench, name, text, text_pair, level, hide_special,
-                            lambda attentions: lenses.rollout(attentions)[:, None],
+                            lambda attentions: attention_lenses.rollout(attentions)[:, None],
                             extra_bytes=12 * model.info.n_layers * n * n)
 
 

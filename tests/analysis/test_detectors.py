@@ -18,7 +18,7 @@ from attnviz.analysis.detectors import (
     vocabulary,
 )
 from attnviz.loading.random_model import byte_tokenizer
-from attnviz.tracing.model import LoadedModel, ModelInfo
+from attnviz.models.loaded_model import LoadedModel, ModelInfo
 from attnviz.transformer.config import ModelConfig
 from attnviz.transformer.model import Transformer
 from tests.conftest import MINILM

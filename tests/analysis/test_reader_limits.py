@@ -11,9 +11,9 @@ import time
 import pytest
 
 from attnviz.__main__ import main
-from attnviz.analysis import conllu, detect_format, items, pair_items, parse_items
+from attnviz.analysis import blimp_jsonl, conllu, detect_format, items, parse_items
+from attnviz.analysis.blimp_jsonl import parse_pairs
 from attnviz.analysis.items import MAX_ITEM_WORDS, MAX_ITEMS, MAX_WORD_CHARS, ProbeItem, sentence_items
-from attnviz.analysis.pair_items import parse_pairs
 from tests.conftest import MINILM, ROOT, require_data
 
 
@@ -130,7 +130,7 @@ def test_items_per_file(monkeypatch):
         "t.conllu, line 6: more than 3 arcs (items); split the file")
     wino = b"1 [The cat] sat because [it] was tired.\n" * 4
     assert error_of("winobias", wino, "w.txt") == "w.txt, line 4: more than 3 items; split the file"
-    assert MAX_ITEMS == 250_000 and pair_items.MAX_PAIRS == 100_000
+    assert MAX_ITEMS == 250_000 and blimp_jsonl.MAX_PAIRS == 100_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_surrogates_in_text_or_bytes_are_located_value_errors():
     with pytest.raises(ValueError, match="lone surrogate"):
         ProbeItem("r", ["a", "\ud800"], 0, 1)
     with pytest.raises(ValueError, match="lone surrogate"):
-        pair_items.MinimalPair("good \ud800", "bad")
+        blimp_jsonl.MinimalPair("good \ud800", "bad")
 
 
 def test_cli_refuses_lone_surrogates_with_exit_2(tmp_path, capsys):

@@ -17,14 +17,18 @@ LOWER = {
     "analysis": {"trace"},
     "plots": {"trace", "analysis"},
     "probesets": {"analysis"},
-    "tracing": {"transformer", "trace"},
-    "loading": {"tracing", "transformer", "trace"},
-    "reference": {"loading", "tracing", "transformer", "trace"},
-    "interventions": {"attnviz", "loading", "tracing", "transformer", "trace", "analysis", "probesets"},
-    "workbench": {"attnviz", "loading", "tracing", "transformer", "trace", "analysis", "probesets", "interventions",
-                  "reference", "plots"},
-    "cli": {"attnviz", "loading", "tracing", "transformer", "trace", "analysis", "probesets", "interventions",
-            "reference"},
+    "models": {"transformer", "trace"},
+    "loading": {"models", "transformer", "trace"},
+    "reference": {"loading", "models", "transformer", "trace"},
+    "attention_kinds": {"transformer", "analysis"},
+    "readouts": {"attnviz", "loading", "models", "transformer", "trace", "analysis", "probesets"},
+    "interventions": {"attnviz", "loading", "models", "transformer", "trace", "analysis", "probesets", "readouts"},
+    "findings": {"attnviz", "loading", "models", "transformer", "trace", "analysis", "probesets", "readouts",
+                 "interventions"},
+    "workbench": {"attnviz", "loading", "models", "transformer", "trace", "analysis", "probesets", "readouts",
+                  "interventions", "attention_kinds", "findings", "reference", "plots"},
+    "cli": {"attnviz", "loading", "models", "transformer", "trace", "analysis", "probesets", "readouts",
+            "interventions", "attention_kinds", "findings", "reference"},
     "ui": {"workbench", "plots", "analysis", "trace", "probesets"},
     "attnviz": {"transformer", "loading", "cli"},
 }
@@ -136,7 +140,7 @@ def module_name(relative: str) -> str:
 
 def module_imports(path: Path) -> set[str]:
     """The package's modules `path` imports, at module level or inside a function: `from attnviz.ui import
-    lenses` names the module attnviz.ui.lenses, `from attnviz.workbench import Busy` the package."""
+    lenses` names the module attnviz.ui.attention_lenses, `from attnviz.workbench import Busy` the package."""
     known = {module_name(p.relative_to(PACKAGE).as_posix()) for p in PACKAGE.rglob("*.py")}
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):

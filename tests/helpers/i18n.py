@@ -9,10 +9,10 @@ import re
 
 from streamlit.testing.v1 import AppTest
 
-from attnviz.interventions.preference import builtin_pairs
 from attnviz.loading.families import FAMILIES
 from attnviz.loading.random_model import RANDOM_MODEL_NAME
 from attnviz.probesets.patch_pairs import builtin_patch_pairs
+from attnviz.readouts.preference import builtin_pairs
 from attnviz.ui.explore import EXAMPLES
 from attnviz.ui.strings import LANGUAGES
 from attnviz.workbench.shelf import PRESETS

@@ -9,7 +9,7 @@ import transformers as tf
 from tokenizers import Tokenizer
 
 from attnviz.loading import build_module
-from attnviz.tracing.model import LoadedModel, ModelInfo
+from attnviz.models.loaded_model import LoadedModel, ModelInfo
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 VOCAB = 99

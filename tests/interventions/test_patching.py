@@ -15,7 +15,7 @@ import transformers as tf
 
 import attnviz
 from attnviz.interventions import patching
-from attnviz.interventions.effects import ScanStopped
+from attnviz.interventions.ablation import ScanStopped
 from attnviz.loading import build_module
 from tests.helpers import tiny_hf
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
@@ -208,8 +208,8 @@ def test_gemma3_270m_patching_and_attribution_equal_hf():
     """Gemma 3 270M's real weights (MQA, sliding and full layers, q/k norms, sandwich norms): activation
     patching equals hooks on HF's own Gemma3ForCausalLM, and the direct logit attribution's parts sum to HF's
     own logit difference, each within 1e-4."""
-    from attnviz.interventions import attribution
     from attnviz.loading.offline import GEMMA3_270M
+    from attnviz.readouts import attribution
     from tests.conftest import require_offline
 
     require_offline(GEMMA3_270M)

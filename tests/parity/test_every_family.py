@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.analysis.lenses import rollout
+from attnviz.analysis.attention_lenses import rollout
 from attnviz.analysis.query_key import query_key
-from attnviz.interventions import qk_attribution
 from attnviz.loading.registry import CONVERTERS
+from attnviz.readouts import qk_attribution
 from attnviz.transformer.decompose import logit_parts, stream_parts
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import NAMES, Recorder
@@ -137,7 +137,7 @@ def test_a_record_can_put_another_tensor_at_an_edit_point(family):
 
 
 def test_query_key_attribution_terms_sum_to_the_recorded_scores(family):
-    """attnviz.interventions.qk_attribution: the (query component, key component) terms and the position
+    """attnviz.readouts.qk_attribution: the (query component, key component) terms and the position
     terms sum to the recorded score of visible cells (the soft-cap applied to the sum where the model caps),
     and the split of a row's difference of two keys to the difference of the recorded scores; a key the
     query does not see is refused."""

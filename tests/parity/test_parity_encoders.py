@@ -21,8 +21,10 @@ import transformers as tf
 
 import attnviz
 from attnviz.analysis.query_key import query_key
-from attnviz.interventions import effects, preference
+from attnviz.interventions import ablation
 from attnviz.loading import build_module
+from attnviz.models import inputs
+from attnviz.readouts import predictions, preference
 from attnviz.transformer.deberta import relative_index
 from attnviz.transformer.model import Transformer
 from attnviz.transformer.record import Recorder
@@ -338,15 +340,15 @@ def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_p
     tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]",
                                pad_token="[PAD]", mask_token="[MASK]").save_pretrained(tmp_path)
     model = attnviz.load(str(tmp_path), device="cpu")
-    assert model.info.mlm_head and effects.has_mlm_head(model)
+    assert model.info.mlm_head and inputs.has_mlm_head(model)
     if family != "deberta-v2":  # one q.k term: the query-key view needs no split
         assert model.score_term_names(0) == () and model.score_terms("The cat.", 0, 0, 0) == {}
-    ids, position = effects.mask_ids(model, "The keys to the [MASK] are on the table.")
+    ids, position = predictions.mask_ids(model, "The keys to the [MASK] are on the table.")
     with torch.no_grad():
         ref = hf(input_ids=torch.tensor([ids]), output_attentions=True)
     attentions = model.run_ids([ids])[0]  # L, H, T, T
     assert abs(attentions - torch.stack(ref.attentions)[:, 0].numpy()).max() <= ATTENTION_TOL
-    top = effects.mask_fill_top_k(model, "The keys to the [MASK] are on the table.", k=3)
+    top = predictions.mask_fill_top_k(model, "The keys to the [MASK] are on the table.", k=3)
     expected = torch.log_softmax(ref.logits[0, position].double(), -1).topk(3)
     assert [p.id for p in top] == expected.indices.tolist()
     assert [p.logprob for p in top] == pytest.approx(expected.values.tolist(), abs=1e-4)
@@ -355,9 +357,9 @@ def test_masked_lm_loads_from_a_saved_folder_and_fills_masks_as_hf(family, tmp_p
     assert result.method == "masked" and np.isfinite(result.good) and np.isfinite(result.bad)
     # The importance scan (layer-by-layer reruns with one head off per batch row) agrees with one ablation.
     text = "The keys to the [MASK] are on the table."
-    grid = effects.importance_scan(model, text, "mask_fill")
+    grid = ablation.importance_scan(model, text, "mask_fill")
     best = top[0]
-    off = effects.mask_fill_top_k(model, text, effects.head_mask_of(model, [(1, 2)]), k=model.config.vocab_size)
+    off = predictions.mask_fill_top_k(model, text, predictions.head_mask_of(model, [(1, 2)]), k=model.config.vocab_size)
     after = next(p.logprob for p in off if p.id == best.id)
     assert grid.shape == (model.config.n_layers, 4) and grid[1, 2] == pytest.approx(best.logprob - after, abs=1e-4)
 

@@ -19,7 +19,7 @@ import torch
 import transformers as tf
 from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, bloom_gelu_forward
 
-from attnviz.interventions.decoding import greedy_decode
+from attnviz.attention_kinds.decoding import greedy_decode
 from attnviz.loading import build_module
 from attnviz.transformer.alibi import alibi_slopes
 from attnviz.transformer.layers import ACTIVATIONS

@@ -285,7 +285,7 @@ def test_run_without_target_decodes_like_hf_generate(folder):
 @pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
 def test_query_key_terms_sum_to_the_recorded_t5_scores(kind):
     from attnviz.analysis.query_key import query_key
-    from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
+    from attnviz.models.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
 
     module = ours_from(hf_t5(True))
     loaded = LoadedSeq2Seq(module, None, seq2seq_info(module, "tiny t5", "(test)", "t5", 64))

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 import pytest
 
 from attnviz import plots
-from attnviz.analysis import pair_filter
+from attnviz.analysis import sentence_pairs
 from attnviz.analysis.scoring import to_json
 from attnviz.analysis.views import attention_view
 from tests.conftest import MINILM, ROOT, require_offline
@@ -124,9 +124,9 @@ def explore_head(trace, layer, head, scale="linear", palette="default", threshol
     view = attention_view(trace, "token", False)
     window = slice(0, len(view.labels))
     labels = view.labels[window]
-    sides = pair_filter.label_sentences(pair_filter.view_sequence(trace, "token", False))
-    pair = pair if encoder_pair and pair_filter.is_pair(sides) else "all"
-    part = pair_filter.slice_pair(sides[window], labels, pair, focus, direction)
+    sides = sentence_pairs.label_sentences(sentence_pairs.view_sequence(trace, "token", False))
+    pair = pair if encoder_pair and sentence_pairs.is_pair(sides) else "all"
+    part = sentence_pairs.slice_pair(sides[window], labels, pair, focus, direction)
     matrix = part.take(np.asarray(view.attentions[layer, head, window, window], dtype=np.float32))
     heatmap = plots.head_heatmap(matrix, part.row_labels, part.col_labels, scale=scale, colorscale=palette,
                                  causal=False, text=plots.ENGLISH, row_divider=part.row_divider,

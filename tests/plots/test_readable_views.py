@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.analysis.lenses import rollout
+from attnviz.analysis.attention_lenses import rollout
 from attnviz.cli.probe import format_table
 from attnviz.plots import difference_heatmap, model_view
 from attnviz.plots.mosaic import MAX_HEIGHT

@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers as tf
 
-from attnviz.interventions.decoding import greedy_decode
+from attnviz.attention_kinds.decoding import greedy_decode
 from attnviz.loading import build_module
 from attnviz.transformer.attention import MultiHeadAttention
 from attnviz.transformer.kv_cache import KVCache, LayerCache

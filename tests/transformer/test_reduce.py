@@ -1,4 +1,4 @@
-"""Views computed as the forward pass runs (attnviz.transformer.reduce) equal the views of the full trace.
+"""Views computed as the forward pass runs (attnviz.transformer.reducer) equal the views of the full trace.
 
 Tiny random models of several families (GQA, a sliding window, soft-capping, learned sinks, ALiBi, an
 encoder, an encoder with local-band layers) run once with the ordinary recorder and once with a Reducer
@@ -22,10 +22,10 @@ from attnviz.analysis import profile_heads, profile_reduced
 from attnviz.analysis.export import reduced_npz
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
+from attnviz.models.reduced_pass import reduced_trace
 from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_edges, pool_tiles
 from attnviz.trace import AttentionTrace
-from attnviz.tracing.reduced import reduced_trace
-from attnviz.transformer import reduce
+from attnviz.transformer import reducer as reduce
 from attnviz.transformer.attention import visible_columns
 from attnviz.transformer.masks import causal_mask
 from attnviz.workbench.views import aside_view

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attnviz.interventions.qk_attribution import qk_attribution
+from attnviz.readouts.qk_attribution import qk_attribution
 from attnviz.ui.escape import md
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs

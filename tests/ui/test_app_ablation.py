@@ -1,5 +1,5 @@
 """AppTest of the Explore page's "Switch heads off" expander (attnviz/ui/ablation.py): the controls, the
-numbers they show against attnviz.interventions.effects run directly, the importance scan, URL state and Chinese.
+numbers they show against attnviz.interventions.ablation run directly, the importance scan, URL state and Chinese.
 
 Three kinds of model: MiniLM (sentence embedding, no head), SmolLM2 (decoder) and a tiny BertForMaskedLM
 saved to a folder the app may load (ATTNVIZ_MODEL_DIRS), for mask filling.
@@ -13,7 +13,8 @@ import transformers as tf
 from streamlit.testing.v1 import AppTest
 
 import attnviz
-from attnviz.interventions import effects
+from attnviz.interventions import ablation
+from attnviz.readouts import predictions
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
@@ -24,7 +25,7 @@ SENTENCE = "The keys to the cabinet are on the table."
 
 
 def mask_of(model, off) -> np.ndarray:
-    return effects.head_mask_of(model, off)
+    return predictions.head_mask_of(model, off)
 
 
 def test_embedding_model_heads_and_layers_switch_off(app, minilm):
@@ -36,7 +37,7 @@ def test_embedding_model_heads_and_layers_switch_off(app, minilm):
     heads.set_value(["0.1", "2.3"]).run()
     assert_clean(app)
     assert any("2 of 72 heads switched off" in c.value for c in app.caption)
-    expected = effects.embedding_cosine_change(minilm, SENTENCE, mask_of(minilm, [(0, 1), (2, 3)]))
+    expected = predictions.embedding_cosine_change(minilm, SENTENCE, mask_of(minilm, [(0, 1), (2, 3)]))
     shown = [m.value for m in app.markdown if m.value.startswith("Sentence embedding change")]
     assert shown == [f"Sentence embedding change (1 - cosine): {expected:.5f}"] and expected > 1e-4
     assert app.query_params["off"] == "0.1,2.3" and "off_layers" not in app.query_params
@@ -59,7 +60,7 @@ def test_importance_scan_draws_layers_by_heads(app, minilm):
     grid = z_array(chart(app, "ablation_scan")["data"][0])
     assert grid.shape == (6, 12)
     for layer, head in [(0, 0), (3, 7), (5, 11)]:  # each cell is that head's single ablation
-        single = effects.embedding_cosine_change(minilm, "Dogs bark at night.", mask_of(minilm, [(layer, head)]))
+        single = predictions.embedding_cosine_change(minilm, "Dogs bark at night.", mask_of(minilm, [(layer, head)]))
         assert grid[layer, head] == pytest.approx(single, rel=1e-3, abs=1e-6)
     assert (grid >= -1e-6).all() and grid.max() > 1e-4
     # Shared per (model, text, quantity): a second visitor sees the grid without pressing the button.
@@ -119,14 +120,14 @@ def test_decoder_continuation_and_next_tokens(smollm):
     assert at.text_input(key="ablation_continuation").label == "Continuation to score"
     assert at.text_input(key="ablation_continuation").value == " Paris"
     mask = mask_of(smollm, [(0, h) for h in range(9)])
-    before, tokens = effects.continuation_logprob(smollm, "The capital of France is", " Paris")
-    after, _ = effects.continuation_logprob(smollm, "The capital of France is", " Paris", mask)
+    before, tokens = predictions.continuation_logprob(smollm, "The capital of France is", " Paris")
+    after, _ = predictions.continuation_logprob(smollm, "The capital of France is", " Paris", mask)
     result = next(m.value for m in at.markdown if m.value.startswith("`log P(continuation | sentence)`"))
     assert f"{before:.3f} with every head" in result and f"{after:.3f} with the heads switched off" in result
     assert abs(after - before) > 0.01  # switching off layer 0 matters
     table = next(d.value for d in at.dataframe if "log-probability, all heads" in d.value.columns)
     assert list(table["log-probability, all heads"]) == pytest.approx([round(lp, 4) for _, lp in tokens], abs=1e-4)
-    top_after = effects.next_token_top_k(smollm, "The capital of France is", mask)
+    top_after = predictions.next_token_top_k(smollm, "The capital of France is", mask)
     after_table = next(d.value for d in at.dataframe if list(d.value.columns) == ["token", "probability"]
                        and d.value["probability"].tolist() == pytest.approx([round(p.prob, 4) for p in top_after],
                                                                             abs=1e-4))
@@ -157,8 +158,8 @@ def test_masked_lm_fills_and_scan(mlm_folder, monkeypatch):
     at.text_input(key="text").input(text).run()
     at.multiselect(key="ablation_heads").set_value(["1.0", "1.3"]).run()
     assert_clean(at)
-    before = effects.mask_fill_top_k(direct, text)
-    after = effects.mask_fill_top_k(direct, text, mask_of(direct, [(1, 0), (1, 3)]))
+    before = predictions.mask_fill_top_k(direct, text)
+    after = predictions.mask_fill_top_k(direct, text, mask_of(direct, [(1, 0), (1, 3)]))
     tables = [d.value for d in at.dataframe if "probability, heads off" in d.value.columns]
     assert tables and tables[0]["probability"].tolist() == pytest.approx([round(p.prob, 4) for p in before], abs=1e-4)
     assert any(d.value["probability"].tolist() == pytest.approx([round(p.prob, 4) for p in after], abs=1e-4)
@@ -166,5 +167,5 @@ def test_masked_lm_fills_and_scan(mlm_folder, monkeypatch):
     finish_jobs(at.button(key="ablation_scan_run").click().run())
     assert_clean(at)
     grid = z_array(chart(at, "ablation_scan")["data"][0])
-    expected = effects.importance_scan(direct, text, "mask_fill")
+    expected = ablation.importance_scan(direct, text, "mask_fill")
     assert grid.shape == (2, 4) and grid == pytest.approx(expected, abs=1e-4)

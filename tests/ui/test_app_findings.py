@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from attnviz.interventions.cards import cards
+from attnviz.analysis.reference_data import DATA_ENV
+from attnviz.findings.cards import cards
 from tests.conftest import MINILM, ROOT, require_offline
 from tests.helpers.i18n import data_words, walk
 from tests.helpers.pages import TIMEOUT
@@ -35,7 +36,7 @@ OWN_TREEBANK = """# text = The dog barks.
 def test_findings_page_in_both_languages(monkeypatch, tmp_path):
     require_offline(MINILM)
     # An empty reference-data folder, whatever the machine has beside the repository: clark2019 asks for an upload.
-    monkeypatch.setenv("ATTNVIZ_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     at = AppTest.from_file(FINDINGS, default_timeout=TIMEOUT)
     at.session_state["lang"] = "zh"
     at.run()

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz import plots
-from attnviz.analysis import lenses
+from attnviz.analysis import attention_lenses
 from attnviz.analysis.profile import profile_head
 from attnviz.plots.colors import NEGATIVE_COLOR, POSITIVE_COLOR
 from attnviz.ui.strings import translate
@@ -138,7 +138,7 @@ def test_rollout_draws_one_map_per_layer_with_the_head_choice_off_and_its_own_pr
     from attnviz.analysis.profile import profile_map
 
     trace = minilm.run(SHORT)
-    rolled = lenses.rollout(trace.attentions)[2]
+    rolled = attention_lenses.rollout(trace.attentions)[2]
     stats = profile_map(trace, rolled)
     table = profile_table(at)
     assert table["entropy (nats)"][0] == pytest.approx(stats["entropy"], abs=2e-3)

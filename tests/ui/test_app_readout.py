@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from attnviz.interventions.attribution import attribute
+from attnviz.readouts.attribution import attribute
 from tests.conftest import SMOLLM, require_offline
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart
 

@@ -8,8 +8,8 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.retrieval import top_heads
-from attnviz.interventions import retrieval as needle_work
-from attnviz.interventions.needles import NEEDLES
+from attnviz.probesets.needles import NEEDLES
+from attnviz.readouts import retrieval as needle_work
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
 from tests.helpers.pages import FINDER as PAGE

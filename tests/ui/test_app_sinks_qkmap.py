@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.interventions import qkmap, sinks
+from attnviz.readouts import qkmap, sinks
 from tests.helpers.jobs import finish_jobs
 from tests.helpers.pages import assert_clean, chart, z_array
 

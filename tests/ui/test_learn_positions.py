@@ -159,7 +159,7 @@ def positions_formulas():
 
 def test_a_real_t5_another_page_loaded_replaces_the_stand_in():
     """On the host: a T5 the Translate page loaded (here a tiny one under t5-small's name) gives its own bias."""
-    from attnviz.tracing.seq2seq import LoadedSeq2Seq, seq2seq_info
+    from attnviz.models.loaded_seq2seq import LoadedSeq2Seq, seq2seq_info
     from tests.helpers.seq2seq import hf_t5, ours_from
 
     bench = Workbench(budget=2_000_000_000)

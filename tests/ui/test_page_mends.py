@@ -12,7 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.views import completed_text
-from attnviz.interventions.decoding import greedy_decode
+from attnviz.attention_kinds.decoding import greedy_decode
 from attnviz.workbench import OverBudget, completion, shelf, traces
 from tests.conftest import SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs

@@ -305,7 +305,8 @@ def test_a_reservation_waits_for_another_visitors_to_end_but_never_for_its_own()
 
 PARSE_PEAK = """
 import sys
-from attnviz.workbench import Workbench, finder
+from attnviz.workbench import Workbench
+from attnviz.workbench import head_finder
 
 def status(field):
     for line in open("/proc/self/status"):
@@ -321,7 +322,7 @@ data = "\\n".join(sentences).encode()
 bench = Workbench(budget=16_000_000_000)
 before = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")
-items = finder.parsed_items(bench, "conllu", data, "x.conllu")
+items = head_finder.parsed_items(bench, "conllu", data, "x.conllu")
 print((status("VmHWM") - before) / len(data), len(items))
 """
 
@@ -330,7 +331,7 @@ def test_an_uploads_reservation_covers_its_parse():
     done = subprocess.run([sys.executable, "-c", PARSE_PEAK], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     per_byte, n_items = done.stdout.split()
-    from attnviz.workbench.finder import PARSE_BYTES_PER_BYTE
+    from attnviz.workbench.head_finder import PARSE_BYTES_PER_BYTE
 
     assert int(n_items) == 4_000 * 39
     assert float(per_byte) <= PARSE_BYTES_PER_BYTE <= 4 * float(per_byte), per_byte
@@ -361,7 +362,7 @@ def test_making_room_among_thousands_of_small_results_is_quick():
 def test_an_uploads_format_is_told_from_its_first_lines():
     import tracemalloc
 
-    from attnviz.workbench.finder import detected_format
+    from attnviz.workbench.head_finder import detected_format
 
     comments = b"#ab\n" * 5_000_000  # 20 MB of comment lines
     tracemalloc.start()

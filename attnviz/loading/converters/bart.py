@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.loading.converters.marian import _attention, _block_rest, check_equal_widths, shared_settings
+from attnviz.loading.converters.marian import check_equal_widths, move_attention, move_block_rest, shared_settings
 from attnviz.loading.ledger import WeightLedger
 from attnviz.transformer.seq2seq import Seq2SeqConfig
 
@@ -55,9 +55,9 @@ def convert_bart(hf: dict, checkpoint: dict, model) -> dict:
         w.move_params({f"{prefix}{side}.layernorm_embedding": f"{side}_embedding_norm"})
         for i in range(n):
             hf_layer, ours = f"{prefix}{side}.layers.{i}.", f"{side}_blocks.{i}."
-            _attention(w, f"{hf_layer}self_attn.", f"{ours}self_attn.")
+            move_attention(w, f"{hf_layer}self_attn.", f"{ours}self_attn.")
             if side == "decoder":
-                _attention(w, f"{hf_layer}encoder_attn.", f"{ours}cross_attn.")
+                move_attention(w, f"{hf_layer}encoder_attn.", f"{ours}cross_attn.")
                 w.move_params({"encoder_attn_layer_norm": "cross_attn_norm"}, hf_layer, ours)
-            _block_rest(w, hf_layer, ours)
+            move_block_rest(w, hf_layer, ours)
     return w.finish(model)

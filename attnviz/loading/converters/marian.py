@@ -80,14 +80,14 @@ def convert_marian(hf: dict, checkpoint: dict, model) -> dict:
     w.put("final_logits_bias", torch.zeros(c.target_vocab_size) if bias is None else bias.reshape(-1))
     w.ignore(r"model\.(encoder|decoder)\.embed_positions\.weight")
     for i in range(c.encoder_layers):
-        _attention(w, f"model.encoder.layers.{i}.self_attn.", f"encoder_blocks.{i}.self_attn.")
-        _block_rest(w, f"model.encoder.layers.{i}.", f"encoder_blocks.{i}.")
+        move_attention(w, f"model.encoder.layers.{i}.self_attn.", f"encoder_blocks.{i}.self_attn.")
+        move_block_rest(w, f"model.encoder.layers.{i}.", f"encoder_blocks.{i}.")
     for i in range(c.decoder_layers):
         theirs, ours = f"model.decoder.layers.{i}.", f"decoder_blocks.{i}."
-        _attention(w, f"{theirs}self_attn.", f"{ours}self_attn.")
-        _attention(w, f"{theirs}encoder_attn.", f"{ours}cross_attn.")
+        move_attention(w, f"{theirs}self_attn.", f"{ours}self_attn.")
+        move_attention(w, f"{theirs}encoder_attn.", f"{ours}cross_attn.")
         w.move_params({"encoder_attn_layer_norm": "cross_attn_norm"}, theirs, ours)
-        _block_rest(w, theirs, ours)
+        move_block_rest(w, theirs, ours)
     return w.finish(model)
 
 
@@ -96,9 +96,9 @@ BLOCK_REST = {"self_attn_layer_norm": "self_attn_norm", "fc1": "mlp.up_proj", "f
               "final_layer_norm": "mlp_norm"}  # BART's names too
 
 
-def _attention(w: WeightLedger, hf: str, ours: str) -> None:
+def move_attention(w: WeightLedger, hf: str, ours: str) -> None:
     w.move_params(ATTENTION, hf, ours)
 
 
-def _block_rest(w: WeightLedger, hf: str, ours: str) -> None:
+def move_block_rest(w: WeightLedger, hf: str, ours: str) -> None:
     w.move_params(BLOCK_REST, hf, ours)
