@@ -3,8 +3,10 @@ runs the chosen one; Explore is the default."""
 
 import streamlit as st
 
-from attnviz.ui.common import guarded, restore_from_url, t
 from attnviz.ui.explore import render as explore
+from attnviz.ui.guard import guarded
+from attnviz.ui.language import t
+from attnviz.ui.url_state import restore_from_url
 
 st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
 restore_from_url()  # a link's language (?lang=zh) names the pages too

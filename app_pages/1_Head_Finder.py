@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.ui.common import guarded
+from attnviz.ui.guard import guarded
 from attnviz.ui.head_finder import render
 
 st.set_page_config(page_title="attnviz · Head Finder", layout="wide")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz.ui.common import guarded
+from attnviz.ui.guard import guarded
 from attnviz.ui.translate import render
 
 st.set_page_config(page_title="attnviz · Translate", layout="wide")

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from attnviz.ui.common import guarded
 from attnviz.ui.findings import render
+from attnviz.ui.guard import guarded
 
 st.set_page_config(page_title="attnviz · Findings", layout="wide")
 guarded(render)()

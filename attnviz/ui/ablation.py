@@ -8,20 +8,11 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.views import visible_token
-from attnviz.ui.common import (
-    MAX_CONTINUATION,
-    guarded,
-    heavy_slot,
-    plot_text,
-    public_message,
-    refused,
-    seed_from_url,
-    t,
-    workbench,
-    write_url,
-)
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
+from attnviz.ui.url_state import MAX_CONTINUATION, seed_from_url, write_url
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import heads as head_work
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.analysis import attention_lenses
-from attnviz.ui.common import seed_from_url, t, workbench, write_url
+from attnviz.ui.guard import workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import t
+from attnviz.ui.url_state import seed_from_url, write_url
 from attnviz.workbench import attention_lenses as lens_store
 from attnviz.workbench import views
 from attnviz.workbench.views import PER_LAYER, view_head

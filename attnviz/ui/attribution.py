@@ -10,7 +10,8 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.views import visible_token
 from attnviz.plots import readout as figures
-from attnviz.ui.common import guarded, plot_text, t, workbench
+from attnviz.ui.guard import guarded, workbench
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.readout import computed, opening, token_box
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import readout as work

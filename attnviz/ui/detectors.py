@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz import plots
-from attnviz.ui.common import guarded, plot_text, t, workbench
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import heads as head_work
 

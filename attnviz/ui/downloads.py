@@ -10,7 +10,8 @@ import functools
 import streamlit as st
 
 from attnviz.analysis import export
-from attnviz.ui.common import guarded, t, workbench
+from attnviz.ui.guard import guarded, workbench
+from attnviz.ui.language import t
 from attnviz.workbench import OverBudget, traces
 
 

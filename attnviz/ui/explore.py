@@ -9,31 +9,22 @@ from attnviz.ui import ablation, long_explore
 from attnviz.ui import attention_lenses as lens_ui
 from attnviz.ui import minimal_pairs as pairs_ui
 from attnviz.ui.attribution import attribution_section
-from attnviz.ui.common import (
-    MAX_TEXT,
-    guarded,
-    heavy_slot,
-    public_message,
-    refused,
-    seed_from_url,
-    sidebar,
-    stage_label,
-    t,
-    workbench,
-    write_url,
-)
 from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.head_detail import head_detail
+from attnviz.ui.language import stage_label, t
 from attnviz.ui.logit_lens import logit_lens_section
 from attnviz.ui.mosaic import full_mosaic
 from attnviz.ui.patching import patching_section
 from attnviz.ui.predictions import next_token_predictions
 from attnviz.ui.qkmap import qk_corpus_map
 from attnviz.ui.routes import routes_section
+from attnviz.ui.sidebar import sidebar
 from attnviz.ui.sinks import sink_anatomy
 from attnviz.ui.tokens import input_notices, token_chips
+from attnviz.ui.url_state import MAX_TEXT, seed_from_url, write_url
 from attnviz.ui.view_options import view_options
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import parity, shelf, traces, views

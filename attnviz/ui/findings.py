@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.ui.common import guarded, sidebar, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import t
+from attnviz.ui.sidebar import sidebar
 from attnviz.workbench import findings as work
 from attnviz.workbench.head_finder import parsed_file
 

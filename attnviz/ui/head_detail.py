@@ -12,8 +12,10 @@ from attnviz.analysis import export, profile_head, sentence_pairs
 from attnviz.analysis.profile import has_learned_sinks, profile_map
 from attnviz.analysis.sink import first_aside_positions
 from attnviz.ui import attention_lenses as lens_ui
-from attnviz.ui.common import guarded, plot_text, seed_from_url, t, workbench, write_url
+from attnviz.ui.guard import guarded, workbench
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.query_key import query_key_view
+from attnviz.ui.url_state import seed_from_url, write_url
 from attnviz.ui.widgets import head_picker
 from attnviz.workbench import heads as head_work
 from attnviz.workbench import traces, views

@@ -14,22 +14,15 @@ from attnviz.analysis import (
     word_attention,
 )
 from attnviz.probesets import builtin_items
-from attnviz.ui.common import (
-    MAX_TEXT,
-    heavy_slot,
-    plot_text,
-    refused,
-    sidebar,
-    t,
-    url_value,
-    workbench,
-    write_url,
-)
 from attnviz.ui.escape import md
+from attnviz.ui.guard import heavy_slot, refused, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.patch_finder import looks_or_matters
 from attnviz.ui.retrieval import retrieval_section
+from attnviz.ui.sidebar import sidebar
 from attnviz.ui.strings import STRINGS
+from attnviz.ui.url_state import MAX_TEXT, url_value, write_url
 from attnviz.ui.widgets import head_grid, word_pair_ranking
 from attnviz.workbench import head_finder, traces
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from attnviz.ui.common import over_budget_message, public_message, session_id, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import over_budget_message, public_message, session_id, workbench
+from attnviz.ui.language import t
 from attnviz.workbench import Busy, Cancelled, OverBudget
 
 POLL_S = 0.5

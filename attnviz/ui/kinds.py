@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from attnviz.ui.common import t
+from attnviz.ui.language import t
 
 _WINDOWED = re.compile(r"^(sliding|local) (\d+)$")
 _FLAGS = {"NoPE": "kind_nope", "ALiBi": "kind_alibi", "soft-capped": "kind_capped", "sinks": "kind_sinks"}

@@ -7,18 +7,12 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.ui import learn_mla, learn_positions
-from attnviz.ui.common import (
-    LEARN_D_MODELS,
-    LEARN_HEADS,
-    LEARN_TOKENS,
-    seed_from_url,
-    sidebar,
-    t,
-    workbench,
-    write_url,
-)
+from attnviz.ui.guard import workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.kinds import extras_label, layers_label
+from attnviz.ui.language import t
+from attnviz.ui.sidebar import sidebar
+from attnviz.ui.url_state import LEARN_D_MODELS, LEARN_HEADS, LEARN_TOKENS, seed_from_url, write_url
 from attnviz.workbench import learn as lessons
 from attnviz.workbench.learn import (
     MEASURE_LAYERS,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.ui.common import t, workbench
+from attnviz.ui.guard import workbench
+from attnviz.ui.language import t
 from attnviz.workbench.latent_kv import original_and_model
 from attnviz.workbench.learn import NAMED_MODELS
 

@@ -9,7 +9,9 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.trace import split_words
-from attnviz.ui.common import plot_text, seed_from_url, t, workbench
+from attnviz.ui.guard import workbench
+from attnviz.ui.language import plot_text, t
+from attnviz.ui.url_state import seed_from_url
 from attnviz.workbench import positions
 
 DEFAULT_SENTENCE = "The keys to the cabinet are on the table."

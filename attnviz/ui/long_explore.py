@@ -14,11 +14,12 @@ import streamlit as st
 
 from attnviz.analysis.export import reduced_npz_bytes
 from attnviz.ui.attention_lenses import lens_switch_unavailable
-from attnviz.ui.common import session_id, t, workbench
 from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import prepared_download
+from attnviz.ui.guard import session_id, workbench
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import t
 from attnviz.ui.mosaic import reduced_mosaic
 from attnviz.ui.predictions import next_token_predictions
 from attnviz.ui.tokens import input_notices, token_chips

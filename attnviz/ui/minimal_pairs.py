@@ -11,17 +11,10 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.minimal_pairs import align_texts
-from attnviz.ui.common import (
-    MAX_PAIR_TEXT,
-    guarded,
-    plot_text,
-    public_message,
-    seed_from_url,
-    t,
-    workbench,
-    write_url,
-)
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, public_message, workbench
+from attnviz.ui.language import plot_text, t
+from attnviz.ui.url_state import MAX_PAIR_TEXT, seed_from_url, write_url
 from attnviz.workbench import minimal_pairs as pair_store
 from attnviz.workbench.minimal_pairs import NOT_AVAILABLE, builtin_pairs, pair_from_texts
 

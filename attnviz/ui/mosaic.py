@@ -11,8 +11,9 @@ from attnviz import plots
 from attnviz.analysis.profile import has_learned_sinks
 from attnviz.trace import ReducedTrace
 from attnviz.ui import attention_lenses as lens_ui
-from attnviz.ui.common import plot_text, t, workbench
+from attnviz.ui.guard import workbench
 from attnviz.ui.kinds import kind_label
+from attnviz.ui.language import plot_text, t
 from attnviz.workbench import traces
 from attnviz.workbench.views import PER_LAYER
 

@@ -11,9 +11,10 @@ import streamlit as st
 
 from attnviz.analysis.scoring import DIRECTIONS
 from attnviz.plots.patching import looks_and_matters
-from attnviz.ui.common import guarded, plot_text, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import head_finder
 from attnviz.workbench import patching as work

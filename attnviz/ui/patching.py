@@ -13,9 +13,10 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.plots.patching import layer_column, residual_heatmap
-from attnviz.ui.common import guarded, plot_text, public_message, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import patching as work
 from attnviz.workbench.patching import builtin_patch_pairs

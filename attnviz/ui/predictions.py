@@ -7,7 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.analysis.views import visible_token
-from attnviz.ui.common import guarded, over_budget_message, t, workbench
+from attnviz.ui.guard import guarded, over_budget_message, workbench
+from attnviz.ui.language import t
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import OverBudget, completion, shelf, traces
 

@@ -12,8 +12,9 @@ from attnviz import plots
 from attnviz.analysis.profile import has_learned_sinks
 from attnviz.analysis.views import token_labels
 from attnviz.trace import ReducedTrace
-from attnviz.ui.common import t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import workbench
+from attnviz.ui.language import t
 from attnviz.workbench import qk_attribution as qk_work
 
 LARGEST = 10  # terms told as sentences

@@ -9,9 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz import plots
-from attnviz.ui.common import guarded, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import t
 from attnviz.ui.widgets import OPENED, head_picker
 from attnviz.workbench import qkmap as work
 

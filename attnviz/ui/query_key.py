@@ -12,9 +12,11 @@ from attnviz import plots
 from attnviz.analysis.query_key import query_key
 from attnviz.analysis.views import token_labels
 from attnviz.trace import ReducedTrace
-from attnviz.ui.common import refused, seed_from_url, t, workbench, write_url
 from attnviz.ui.escape import md
+from attnviz.ui.guard import refused, workbench
+from attnviz.ui.language import t
 from attnviz.ui.qk_attribution import qk_attribution_section
+from attnviz.ui.url_state import seed_from_url, write_url
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import attention_lenses as lens_store
 from attnviz.workbench import shelf

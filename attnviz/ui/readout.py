@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from attnviz.ui.common import refused, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import refused, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import t
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import readout as work
 

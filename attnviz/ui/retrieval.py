@@ -8,8 +8,9 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.ui.common import guarded, plot_text, t, workbench
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.workbench import retrieval as work
 
 DEFAULT_NEEDLES = 3

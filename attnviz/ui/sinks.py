@@ -9,9 +9,10 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.ui.common import guarded, plot_text, t, workbench
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
+from attnviz.ui.language import plot_text, t
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import sinks as work
 

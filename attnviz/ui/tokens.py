@@ -9,8 +9,8 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.views import piece_runs, token_labels, word_runs
-from attnviz.ui.common import t
 from attnviz.ui.escape import md
+from attnviz.ui.language import t
 from attnviz.workbench import shelf
 
 UNKNOWN_TOKENS = ("[UNK]", "<unk>", "<UNK>")

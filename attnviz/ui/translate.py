@@ -16,23 +16,13 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.analysis.alignment import alignment, best_source_words
-from attnviz.ui.common import (
-    guarded,
-    heavy_slot,
-    language_switch,
-    load_failure,
-    plot_text,
-    public_message,
-    refused,
-    restore_from_url,
-    seed_from_url,
-    t,
-    workbench,
-    write_url,
-)
 from attnviz.ui.escape import md
+from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
+from attnviz.ui.language import language_switch, plot_text, t
+from attnviz.ui.model_choice import load_failure
 from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.tokens import token_chips
+from attnviz.ui.url_state import restore_from_url, seed_from_url, write_url
 from attnviz.ui.widgets import head_grid, head_picker, position_input
 from attnviz.workbench import shelf, traces
 from attnviz.workbench import translate as translations

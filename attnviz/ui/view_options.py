@@ -8,7 +8,8 @@ import streamlit as st
 
 from attnviz.analysis.sink import FIRST_TOKEN_EPSILON, FirstTokenShare, first_token_share
 from attnviz.trace import ReducedTrace
-from attnviz.ui.common import seed_from_url, t, write_url
+from attnviz.ui.language import t
+from attnviz.ui.url_state import seed_from_url, write_url
 
 # Option values stay the same in every language (the URL and the widget state hold them); their display
 # goes through t() (format_func: Streamlit keys these widgets by key, so a new language keeps the choice).

@@ -7,8 +7,9 @@ import streamlit as st
 
 from attnviz.analysis import rank_heads
 from attnviz.analysis.views import token_labels
-from attnviz.ui.common import seed_from_url, t
 from attnviz.ui.escape import md
+from attnviz.ui.language import t
+from attnviz.ui.url_state import seed_from_url
 
 TOP_HEADS_SHOWN = 10
 

@@ -9,7 +9,7 @@ POLL_S = 0.5
 
 
 def finish_jobs(at, timeout: float = 300.0):
-    from attnviz.ui.common import workbench
+    from attnviz.ui.guard import workbench
 
     deadline = time.monotonic() + timeout
     while workbench().jobs.running():

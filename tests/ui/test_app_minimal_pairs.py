@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.minimal_pairs import trace_difference
 from attnviz.readouts.preference import builtin_pairs, pair_preference
-from attnviz.ui.common import MAX_PAIR_TEXT
+from attnviz.ui.url_state import MAX_PAIR_TEXT
 from tests.conftest import SMOLLM, require_offline
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
 
@@ -69,7 +69,7 @@ def test_builtin_pair_sets_both_sentences_and_the_decoder_preference():
     assert at.text_input(key="text").value == pair.good
     assert at.text_input(key="minpair_text").value == pair.bad
     table = next(d.value for d in at.dataframe if "log-probability" in d.value.columns)
-    from attnviz.ui.common import workbench
+    from attnviz.ui.guard import workbench
     from attnviz.workbench import shelf
 
     expected = pair_preference(shelf.cached_model(workbench(), SMOLLM), pair)

@@ -206,7 +206,7 @@ def test_the_scan_and_detector_grids_are_readable_and_clickable(explore_grids):
 
 def test_head_finder_and_translate_grids_are_clickable_and_builtin_scores_are_shared():
     require_offline(MINILM)
-    from attnviz.ui.common import workbench
+    from attnviz.ui.guard import workbench
 
     workbench.clear()  # a fresh Workbench: an earlier test of this process may have shared these scores already
     first = AppTest.from_file(FINDER, default_timeout=TIMEOUT).run()

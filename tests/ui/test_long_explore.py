@@ -13,8 +13,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attnviz.ui.common import MAX_TEXT, workbench
+from attnviz.ui.guard import workbench
 from attnviz.ui.long_explore import reduced_npz_of
+from attnviz.ui.url_state import MAX_TEXT
 from attnviz.workbench import Cancelled, shelf
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
 from tests.helpers import reduced_peak

@@ -286,7 +286,7 @@ def test_an_unforeseen_error_shows_a_message_not_a_traceback():
     themselves."""
     at = AppTest.from_string(textwrap.dedent("""
         import streamlit as st
-        from attnviz.ui.common import guarded
+        from attnviz.ui.guard import guarded
 
         @guarded
         def page():

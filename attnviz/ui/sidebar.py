@@ -1,0 +1,42 @@
+"""The sidebar every page draws: language, model picker, the model's facts and the memory budget in force."""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from attnviz.ui.guard import workbench
+from attnviz.ui.language import language_switch, t
+from attnviz.ui.model_choice import get_model, model_facts, pick_model_source
+from attnviz.ui.url_state import restore_from_url, write_url
+
+log = logging.getLogger(__name__)
+
+
+# Widgets in the shared sidebar are new widgets on every page (Streamlit keys them by page), so their
+# values would reset on a page switch; re-assigning them at the top of each run keeps them.
+SHARED_WIDGETS = ("lang", "model_preset", "model_custom")
+
+
+def sidebar():
+    """Language, model picker, model facts and the memory budget. Returns (model or None, source shown). The
+    link keeps the model asked for, on every page, even while another is shown in its place."""
+    for key in SHARED_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+    restore_from_url()
+    language_switch()
+    source = pick_model_source()
+    write_url(model=source)
+    model, shown = get_model(source)
+    if model is not None:
+        model_facts(model)
+    budget_note()
+    return model, shown
+
+
+def budget_note() -> None:
+    """Which memory budget is in force, and why (workbench.memory.budget_in_force)."""
+    rule = workbench().budget_rule
+    st.sidebar.caption(t(f"budget_{rule.basis}", budget=rule.bytes / 1e9, of=rule.of / 1e9))
