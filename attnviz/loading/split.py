@@ -215,14 +215,6 @@ def materialize(split: SplitPlan, hf_config: dict, tensors: dict) -> Transformer
     return module.eval()
 
 
-def describe_devices(sizes: dict[int | str, int]) -> str:
-    return ", ".join(f"{_device_name(device)} {size / 1e9:.2f} GB" for device, size in sizes.items())
-
-
-def _device_name(device: int | str) -> str:
-    return f"cuda:{device}" if isinstance(device, int) else str(device)
-
-
 def _device_of(name: str, device_map: dict):
     """The device of a parameter: its own entry or its closest ancestor's (accelerate's rule)."""
     parts = name.split(".")

@@ -81,11 +81,6 @@ def parsed_file(bench: Workbench, kind: str, data: bytes, name: str):
     return bench.shared_value(key, parse, lambda parsed: PARSED_BYTES_PER_BYTE * len(data) + 1_000)
 
 
-def parsed_items(bench: Workbench, kind: str, data: bytes, name: str) -> list:
-    """The items of `parsed_file`."""
-    return parsed_file(bench, kind, data, name).items
-
-
 def example_traces(bench: Workbench, model, name: str, items, hold=contextlib.nullcontext) -> list:
     """Float32 traces of the example items (the precision they were scored in, so an example's verdict is the
     score's), run in small batches under the budget and shared through the trace store. `hold()` is entered

@@ -170,14 +170,6 @@ class ByteStore:
         if entry is not None:
             self._total -= entry[1]
 
-    def evict_oldest(self) -> bool:
-        """Drop the least recently used entry; False when the store is empty."""
-        with self._lock:
-            if not self._items:
-                return False
-            self._pop(next(iter(self._items)))
-            return True
-
     def evict_for(self, visitor: str | None, tier: int, want: int) -> int:
         """Drop entries of one tier, least recently used first, until they held `want` bytes (in one pass
         over the store); return the bytes they held. Tier 0: `visitor`'s own entries; tier 1: other

@@ -322,7 +322,7 @@ data = "\\n".join(sentences).encode()
 bench = Workbench(budget=16_000_000_000)
 before = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")
-items = head_finder.parsed_items(bench, "conllu", data, "x.conllu")
+items = head_finder.parsed_file(bench, "conllu", data, "x.conllu").items
 print((status("VmHWM") - before) / len(data), len(items))
 """
 
