@@ -1,4 +1,10 @@
-"""Shared fixtures and the reference-data rule.
+"""Shared fixtures, the reference-data rule and the test lanes.
+
+Markers (README, "Run the tests"): `browser` (a real server and Chromium: tests/browser/), `apptest`
+(Streamlit's AppTest: tests/ui/ and any test that builds one), `real_model` (a pretrained offline model:
+MiniLM, SmolLM2 or Gemma 3, through a fixture or `require_offline`), `slow` (over about five seconds on 2
+cores, marked by hand). The first three are set here from what a test uses, so a new test is marked
+without anyone remembering to; the fast lane is `-m "not (browser or apptest or real_model or slow)"`.
 
 A missing model package FAILS the test (require_offline). Reference data (UD treebanks, WinoBias,
 BLiMP: not part of the repository) is read from one folder, `$ATTNVIZ_DATA_DIR`, default
@@ -9,7 +15,9 @@ Unit tests of the readers use the self-written files in tests/fixtures/ and alwa
 
 from __future__ import annotations
 
+import inspect
 import os
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -123,3 +131,46 @@ def tiny_llama(tmp_path_factory) -> Path:
     model.save_pretrained(folder, safe_serialization=True)
     tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", pad_token="<pad>").save_pretrained(folder)
     return folder
+
+
+# --- lanes ------------------------------------------------------------------------------------------------
+
+# What in a test's source, or in the source of a fixture it uses, means it loads a pretrained offline model.
+REAL_MODEL_SIGNS = ("require_offline(", "MINILM", "SMOLLM", "GEMMA", "all-MiniLM", "SmolLM2", "gemma-3")
+APPTEST_SIGNS = ("AppTest",)
+
+
+def pytest_configure(config):
+    for name, what in (("browser", "starts a real server and drives Chromium"),
+                       ("apptest", "runs app pages in Streamlit's AppTest"),
+                       ("real_model", "loads a pretrained offline model (MiniLM, SmolLM2, Gemma 3)"),
+                       ("slow", "takes more than about five seconds on 2 cores")):
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+@cache
+def _source(function) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def _uses(item, signs: tuple[str, ...]) -> bool:
+    functions = [getattr(item, "function", None)]
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures is not None:
+        for name in fixtures.names_closure:
+            functions += [definition.func for definition in fixtures.name2fixturedefs.get(name, ())]
+    return any(sign in _source(function) for function in functions if function is not None for sign in signs)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        if parts[0] == "browser":
+            item.add_marker(pytest.mark.browser)
+        if parts[0] == "ui" or _uses(item, APPTEST_SIGNS):
+            item.add_marker(pytest.mark.apptest)
+        if _uses(item, REAL_MODEL_SIGNS):
+            item.add_marker(pytest.mark.real_model)
