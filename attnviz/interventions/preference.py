@@ -299,7 +299,8 @@ def score_pairs(model, name: str, pairs: list[MinimalPair], progress=None, batch
 
 
 def default_data_dir() -> Path:
-    """`$ATTNVIZ_DATA_DIR/blimp`, else `../shared/data/blimp` beside the repository (docs/architecture.md)."""
+    """`$ATTNVIZ_DATA_DIR/blimp`, else `../shared/data/blimp` beside the repository (docs/formats.md, "Reference
+    data")."""
     value = os.environ.get(DATA_ENV, "").strip()
     root = Path(value).expanduser() if value else Path(__file__).resolve().parents[3] / "shared" / "data"  # <repo>/..
     return root / "blimp"
