@@ -1,6 +1,7 @@
 """MHA, GQA and MQA measured side by side (a benchmark, not a test): parameters, the bytes the KV cache
 tensors hold after decoding N tokens beside the formula (1, g/h, 1/h of MHA), and the median time of one
-decoding step at a few cache lengths, the three variants interleaved in one run (attnviz/variants.py).
+decoding step at a few cache lengths, the three variants interleaved in one run
+(attnviz/interventions/variants.py).
 
     .venv/bin/python benchmarks/bench_kv_variants.py                                       # 512 / 8 heads / 2 groups
     .venv/bin/python benchmarks/bench_kv_variants.py --d-model 576 --heads 9 --groups 3     # SmolLM2-like

@@ -7,7 +7,7 @@ where TransformerLens is importable, its `get_act_patch_attn_head_out_all_pos` o
 
 Metric: SmolLM2, the logit difference " are" - " is" after the last token; MiniLM (a sentence-embedding
 model with no masked-LM head), the cosine of the mean-pooled embedding with the clean run's. Both normalised
-so that 0 is the corrupted run and 1 the clean run (docs/architecture.md, "Activation patching"). CPU
+so that 0 is the corrupted run and 1 the clean run (docs/views/patching.md, "Activation patching"). CPU
 seconds are `time.process_time()` with `torch.set_num_threads(1)`, the median of --repeats runs after one
 warm-up; loading is not counted.
 """

@@ -1,4 +1,4 @@
-"""Rewrite the supported-architectures table in README.md and docs/architecture.md from the registry
+"""Rewrite the supported-architectures table in README.md and docs/models.md from the registry
 (attnviz/loading/families.py). tests/contract/test_families.py fails when either file is out of date.
 
     .venv/bin/python scripts/families_table.py
@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 from attnviz.loading.families import replace_table  # noqa: E402
 
-DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "architecture.md"]
+DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "models.md"]
 
 if __name__ == "__main__":
     for path in DOCUMENTS:

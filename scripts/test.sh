@@ -11,4 +11,9 @@ if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "noto sans cjk
 fi
 bash scripts/setup.sh --dev
 .venv/bin/ruff check .
+# The docs site, strictly: a broken link or anchor, a page missing from the nav or a `:::` identifier that no
+# longer resolves fails the run. NO_MKDOCS_2_WARNING quiets Material's end-of-life banner (requirements-dev.txt).
+site_dir="$(mktemp -d)"
+trap 'rm -rf "$site_dir"' EXIT
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site_dir"
 .venv/bin/python -m pytest -q "$@"

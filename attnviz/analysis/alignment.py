@@ -1,6 +1,6 @@
 """Cross-attention read as a word alignment between a translation's target and source (a `Seq2SeqTrace`).
 
-Word level as the scoring rule's step 2 (docs/architecture.md): W[i, j] = mean over the decoder positions of
+Word level as the scoring rule's step 2 (docs/formats.md): W[i, j] = mean over the decoder positions of
 target word i of the sum over the tokens of source word j of the cross-attention, in float64. A target word's
 positions are the steps that *predict* its tokens (`label_word_of_token`), the usual way alignments are read
 from an encoder-decoder's attention (Garg et al. 2019, "Jointly Learning to Align and Translate with

@@ -3,7 +3,7 @@
 The words of a sentence are its syntactic words (integer ids); `3-4` multiword ranges give their
 surface form, and `8.1` empty nodes are skipped. Every arc with head != 0 is an item: source =
 dependent, target = head, relation = DEPREL as written. Sentences end at a blank line; `#` lines are
-comments. A sentence is read from its own text (`sentence_text`; docs/architecture.md, "Probe items
+comments. A sentence is read from its own text (`sentence_text`; docs/formats.md, "Probe items
 and input formats").
 """
 
@@ -210,7 +210,7 @@ def _joined(surface) -> tuple[str, list[tuple[int, int]]]:
 
 def sentence_text(sentence: ConlluSentence) -> tuple[str, tuple[tuple[int, int], ...], bool]:
     """What the model reads for a sentence, each syntactic word's span in it, and whether `# text` disagreed
-    with the forms (docs/architecture.md, "Probe items and input formats"): the `# text` when its surface
+    with the forms (docs/formats.md, "Probe items and input formats"): the `# text` when its surface
     forms are found in it left to right with only whitespace between; else (and without one) the surface
     forms joined with a space except after SpaceAfter=No. The words of a multi-word token share its span."""
     surface = sentence.surface

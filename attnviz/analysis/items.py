@@ -3,7 +3,7 @@
 A `ProbeItem` is one sentence given as words plus one gold arc `source -> target` (0-based word
 indices). The readers that make them, one module a format: `probe_jsonl.py`, `conllu.py`,
 `winobias.py`; `formats.py` picks one by name or by a file's first line; `lines.py` is the line reader
-under them all (docs/architecture.md, "Probe items and input formats").
+under them all (docs/formats.md, "Probe items and input formats").
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import cached_property
 from attnviz.analysis.lines import require, require_text, shown
 from attnviz.trace import spans_of_joined_words
 
-# Stated limits (docs/architecture.md, "Probe items and input formats"). A real treebank passes them
+# Stated limits (docs/formats.md, "Probe items and input formats"). A real treebank passes them
 # easily (UD EWT's longest sentence has about 160 words, its longest word 143 characters; EWT's
 # training set about 200,000 arcs); a file beyond them is refused at the line that crosses them. The
 # readers read them here at each call (`items.MAX_ITEMS`), so a test that lowers one lowers it for all.

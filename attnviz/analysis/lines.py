@@ -25,7 +25,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def require(condition: bool, message: str) -> None:
-    # Malformed input is a ValueError throughout (docs/architecture.md), wrong JSON types included.
+    # Malformed input is a ValueError throughout (docs/layers.md, "Conventions"), wrong JSON types included.
     if not condition:
         raise ValueError(message)
 

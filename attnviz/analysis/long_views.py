@@ -1,4 +1,4 @@
-"""A long text's views one head at a time, over a window (docs/architecture.md, "Long contexts").
+"""A long text's views one head at a time, over a window (docs/performance.md, "Long contexts").
 
 A reduced trace (attnviz.trace.ReducedTrace) holds no [L, H, T, T] map; the head detail draws one head over a
 window of the view's positions. `view_positions` says which tokens each position of a view stands for (one token

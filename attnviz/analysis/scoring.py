@@ -1,4 +1,4 @@
-"""Which heads track a relation: the scoring rule of Clark et al. 2019, sec. 4-5 (docs/architecture.md steps 1-5).
+"""Which heads track a relation: the scoring rule of Clark et al. 2019, sec. 4-5 (docs/formats.md steps 1-5).
 
 Shapes: L layers, H heads, T query tokens, S key tokens (T == S here), n words of the item's sentence.
 
@@ -8,7 +8,7 @@ word i of the sum over the tokens of word j. It is computed in float64: every en
 exact sum of a few float32 numbers whatever the summation order, so ties stay ties and the
 "first index on ties" rule does not depend on BLAS.
 
-Choices docs/architecture.md leaves open:
+Choices docs/formats.md leaves open:
 - A trace whose `texts` is set must have been run on `item.text` (else `ValueError`): it catches traces
   zipped to the wrong items.
 - Baselines are computed over the scored items only (skipped items count nowhere). The best offset
@@ -126,7 +126,7 @@ def _as_slice(order: np.ndarray) -> slice | None:
 
 
 # The float64 work of word attention is done in blocks of about this many bytes: a block of heads of
-# one layer, and in the scorer a block of rows (docs/architecture.md, "Scoring rule").
+# one layer, and in the scorer a block of rows (docs/formats.md, "Scoring rule").
 BLOCK_BYTES = 8 * 2**20
 
 
@@ -530,7 +530,7 @@ def _grid(values: np.ndarray) -> list[list[float | None]]:
 
 
 def to_json(model_name: str, scores: dict[str, RelationScore], sink_aware: bool | None = None) -> dict:
-    """The docs/architecture.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based.
+    """The docs/formats.md JSON: accuracies rounded to 4 decimals, layers and heads 0-based.
 
     A direction no item can be scored in (causal model) has `null` instead of a grid. `sink_aware`
     (top level) defaults to the scores' own option."""

@@ -99,7 +99,7 @@ class AttentionView:
 
 
 def attention_view(trace: AttentionTrace, level: str = "token", hide_special: bool = False) -> AttentionView:
-    """Token-level: the trace's own attention. Word-level: the docs/architecture.md word attention (mean over the
+    """Token-level: the trace's own attention. Word-level: the docs/formats.md word attention (mean over the
     row word's tokens of the sum over the column word's tokens); special tokens belong to no word and
     drop out. hide_special (token level): drop [CLS]/[SEP]/BOS rows and columns and renormalise rows,
     so a row shows how the remaining weight is shared among real tokens.

@@ -34,9 +34,8 @@ def _lengths(text: str) -> list[int]:
     return [_positive_int(part.strip()) for part in text.split(",")]
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    prog = "attnviz" if Path(sys.argv[0]).name == "attnviz" else "python -m attnviz"  # the console script, or -m
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    """The parser of every subcommand; tests read the subcommands from it (README and docs/cli.md name them)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -90,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     qkmap.add_parser(commands)
     replicate.add_parser(commands)
     patch_cli.add_parser(commands)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = "attnviz" if Path(sys.argv[0]).name == "attnviz" else "python -m attnviz"  # the console script, or -m
+    parser = build_parser(prog)
     if argv[:1] == ["app"] and argv[1:2] not in (["-h"], ["--help"]):
         # streamlit's options verbatim: argparse would read `--server.port 8502` as options of ours
         args = argparse.Namespace(command="app", streamlit_args=argv[1:])

@@ -1,6 +1,6 @@
 """Replication cards: a published finding about heads, its paper's numbers, and the verdict on ours.
 
-Each card is a small TOML file in attnviz/probesets/findings/ (docs/architecture.md, "Findings"): the claim
+Each card is a small TOML file in attnviz/probesets/findings/ (docs/views/findings.md, "Findings"): the claim
 (English and Chinese), the paper (authors, year, title, the table or figure cited, its model), the paper's
 numbers, the data it needs, the rule that computes ours, and a tolerance. `interventions.findings` holds
 one function per card that computes our numbers; `report` puts the two side by side with a verdict, the

@@ -1,6 +1,7 @@
-"""What each supported architecture is, for people: the table in README.md and docs/architecture.md,
-generated from the registry (`python -m attnviz families --write` rewrites both; a test keeps them in sync)
-and the list an unsupported model's refusal names.
+"""What each supported architecture is, for people: the table in README.md and docs/models.md, generated from
+the registry (`scripts/families_table.py` rewrites both; tests/contract/test_families.py keeps them in sync), the
+list an unsupported model's refusal names, and the families README's opening paragraph counts and names
+(tests/contract/test_readme.py).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ TABLE_START, TABLE_END = "<!-- supported-architectures:start -->", "<!-- support
 
 
 def markdown_table() -> str:
-    """The supported-architectures table, between the markers that README.md and docs/architecture.md carry."""
+    """The supported-architectures table, between the markers that README.md and docs/models.md carry."""
     rows = ["| Family | `model_type` | Attention | Checkpoints |", "| --- | --- | --- | --- |"]
     for f in FAMILIES:
         types = ", ".join(f"`{t}`" for t in f.model_types)

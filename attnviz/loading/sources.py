@@ -3,7 +3,7 @@ sources a public app may load (`app_source`).
 
 The command line and the Python API are run by the machine's own user and accept any local path. The
 app is opened by anonymous visitors, so it accepts presets and hub ids, and local paths only under the
-directories its operator lists in ATTNVIZ_MODEL_DIRS (docs/architecture.md, "Public host").
+directories its operator lists in ATTNVIZ_MODEL_DIRS (docs/app.md, "Public host").
 """
 
 from __future__ import annotations

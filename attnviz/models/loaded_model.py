@@ -124,7 +124,7 @@ class LoadedModel:
     def run_reduced(self, text: str, text_pair: str | None = None, tile: int = 64, *,
                     chunk_rows: int = CHUNK_ROWS, keep_dtype=torch.float16, progress=None,
                     max_tokens: int | None = None) -> ReducedTrace:
-        """The views of a long text without its full maps (docs/architecture.md, "Long contexts"): pooled
+        """The views of a long text without its full maps (docs/performance.md, "Long contexts"): pooled
         mosaic tiles of at most `tile` cells a side (the token view, with special tokens hidden, the word
         view), the head profile statistics, and the queries and keys in `keep_dtype` from which
         `ReducedTrace.head_window` recomputes any head's map over a window. The forward pass runs `chunk_rows`

@@ -20,7 +20,7 @@ One module per job, each re-exported here as `plots.X`:
 - `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
 
-Size rule (docs/architecture.md, "Streamlit facts"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
+Size rule (docs/app.md, "Facts checked on streamlit"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
 size is set by the dtype of its arrays. Big per-cell arrays are numpy (uint8 where it suffices); only
 per-row / per-column labels are Python strings.
 

@@ -79,7 +79,7 @@ def model_view(
 ) -> go.Figure:
     """All heads in one go.Heatmap mosaic: layers as rows of tiles, heads as columns of tiles.
 
-    One heatmap renders about 10x faster than a make_subplots grid (docs/architecture.md). Tiles are
+    One heatmap renders about 10x faster than a make_subplots grid (docs/app.md). Tiles are
     pooled (`pool_tiles`: mean over rows of the sum over columns) to at most max_cells x max_cells, by
     default `tile_cells`, which bounds the figure's size; z is uint8 percent (see MOSAIC_LEVELS) on one
     absolute scale, not per-tile maxima, so colours compare across heads and the hover can print the

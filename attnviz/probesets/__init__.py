@@ -1,6 +1,6 @@
 """Built-in, self-written relation probe sets (see README.md in this folder).
 
-`en.jsonl` and `zh.jsonl` use the probe JSONL format of docs/architecture.md ("Public API") with the
+`en.jsonl` and `zh.jsonl` use the probe JSONL format of docs/formats.md ("Probe items and input formats") with the
 relations `subject-verb`, `coreference`, `modifier` and `semantic`.
 """
 

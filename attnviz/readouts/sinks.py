@@ -2,7 +2,7 @@
 how much of each head's weight goes to the first token over a set of texts, the share of heads that are
 sinks at a threshold epsilon, and the first key's geometry that explains it.
 
-Rules (docs/architecture.md, "Sink anatomy"):
+Rules (docs/views/sink-anatomy.md, "Sink anatomy"):
 - a head's *mean* is, for each text, the mean over its query positions after the first (1..n-1) of the
   attention weight on position 0, then the mean of that over the texts. Texts are tokenized as
   `LoadedModel.run` tokenizes them (special tokens included: the first token is BOS where the tokenizer adds

@@ -104,7 +104,7 @@ def punctuation_token_mask(tokens: list[str], special: np.ndarray) -> np.ndarray
 
 @dataclass(kw_only=True)
 class ReducedTrace(BaseTrace):
-    """A long text's trace without its [L, H, T, T] maps (docs/architecture.md, "Long contexts"): the token
+    """A long text's trace without its [L, H, T, T] maps (docs/performance.md, "Long contexts"): the token
     and word fields of every trace (`BaseTrace`), and what attnviz.transformer.reducer computed during the pass.
 
     - `tiles[name]` [L, H, t, s] float32: the pooled mosaic tiles (pool_tiles with `tile` cells a side) of

@@ -1,4 +1,4 @@
-"""The word rule (docs/architecture.md, "Public API"): the words of free text and the word each token belongs to.
+"""The word rule (docs/api.md, "Public API"): the words of free text and the word each token belongs to.
 
 A word of free text is a whitespace-separated span, except that a run of Han characters is split into
 words by jieba (`jieba.lcut` with its defaults: precise mode, HMM on, its default dictionary), and every

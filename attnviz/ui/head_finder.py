@@ -57,7 +57,7 @@ def relation_scores(model, source: str) -> None:
     st.caption(t("items_counted", n=len(chosen), relation=md(relation_label(relation)),
                  sentences=len({i.text for i in chosen}),
                  total=len({i.text for i in items})) + read_note)
-    # Sink-aware scoring is offered for decoders only (docs/architecture.md, "Scoring rule").
+    # Sink-aware scoring is offered for decoders only (docs/formats.md, "Scoring rule").
     sink_aware = bool(model.info.causal) and st.checkbox(t("sink_aware"), key="finder_sink_aware",
                                                          help=t("sink_aware_help"))
     result_key = f"{source}|{items_key}|{relation}|{sink_aware}"

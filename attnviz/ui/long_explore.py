@@ -1,4 +1,4 @@
-"""The Explore page's body for a long text, past FULL_MAPS_TOKENS tokens (docs/architecture.md, "Long contexts").
+"""The Explore page's body for a long text, past FULL_MAPS_TOKENS tokens (docs/performance.md, "Long contexts").
 
 Its trace is a reduced one (workbench.traces.reduced): computed as a heavy action that starts by itself, with
 progress per layer and Cancel, and holds no [L, H, T, T] map. The mosaic is drawn from the tiles its pass

@@ -77,7 +77,7 @@ def _chips(trace, start: int, stop: int, token_bytes=None) -> list[str]:
             chips[a - start:b - start] = [_character_chip(trace, labels, a, b, token_bytes)] + [""] * (b - a - 1)
     runs = [(word, max(a, start) - start, min(b, stop) - start) for word, a, b in word_runs(trace)
             if a < stop and b > start]
-    for word, a, b in reversed(runs):  # word boundaries (docs/architecture.md word rule)
+    for word, a, b in reversed(runs):  # word boundaries (docs/api.md word rule)
         if word is not None:
             name = html.escape(trace.words[word])
             chips[a:b] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'

@@ -40,7 +40,7 @@ def view_options(trace):
                                 format_func={v: t(f"palette_{v}") for v in PALETTES}.get,
                                 placeholder=t("choose_option"))
     first_aside = False
-    if causal:  # a decoder's first token is its attention sink (docs/architecture.md, "The first-token sink")
+    if causal:  # a decoder's first token is its attention sink (docs/views/sink.md, "The first-token sink")
         alone = len(trace.tokens) < 2  # nothing would be left to show
         first_aside = st.toggle(t("first_aside"), key="first_aside", disabled=alone,  # a row of its own
                                 help=t("first_aside_alone") if alone else t("first_aside_help")) and not alone

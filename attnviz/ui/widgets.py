@@ -16,7 +16,7 @@ TOP_HEADS_SHOWN = 10
 
 def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
     """Pick a source and a target word of the trace; show every head ranked by word-level attention from
-    source to target (docs/architecture.md word rule). Returns the full ranking ([] until two words are chosen)."""
+    source to target (docs/api.md word rule). Returns the full ranking ([] until two words are chosen)."""
     words = trace.words
     # Only words that have tokens, at most one a token: a truncated 4 MB text has millions of words, and
     # sending them all as options crashed the browser tab.

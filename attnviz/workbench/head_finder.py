@@ -28,7 +28,7 @@ def shared_score(bench: Workbench, name: str, builtin: str, relation: str, sink_
 
 def score(bench: Workbench, model, name: str, items, relation: str, sink_aware: bool = False,
           progress=None, builtin: str | None = None) -> dict:
-    """The docs/architecture.md JSON block of this relation; the caller holds the heavy-work slot. With
+    """The docs/formats.md JSON block of this relation; the caller holds the heavy-work slot. With
     `builtin` (the built-in set's name, "builtin:zh"), the block is kept in the views store and shared: the same
     items give the same scores for every visitor, and SmolLM2 took 10-31 s a relation on each request."""
     if builtin is not None:

@@ -2,7 +2,7 @@
 
 A public app has one process for every visitor (Streamlit Community Cloud gives it about 2.7 GB), so
 what one visitor asks for must never push the process past one budget: ATTNVIZ_MEMORY_BUDGET_GB, else one
-that follows the machine (`budget_in_force`; docs/architecture.md, "Public host"). The budget is checked
+that follows the machine (`budget_in_force`; docs/app.md, "Public host"). The budget is checked
 against the process's real resident memory, so it counts everything: models, traces, per-session state,
 uploads.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 VISITOR: ContextVar[str | None] = ContextVar("attnviz_visitor", default=None)
 
 BUDGET_VARIABLE = "ATTNVIZ_MEMORY_BUDGET_GB"
-# Without the setting, the budget follows where the app runs (docs/architecture.md, "Public host"):
+# Without the setting, the budget follows where the app runs (docs/app.md, "Public host"):
 # - in a container with a memory limit, the limit less CONTAINER_HEADROOM (at least that many bytes, or that
 #   share of a larger limit). The budget is checked against this process's resident memory, but the
 #   container's limit also counts what that does not: the kernel's memory for the process (page tables,

@@ -16,7 +16,7 @@ from attnviz.workbench.traces import TRACE_OVERHEAD
 
 RUN_NAMES = routes_work.ROUTE_NAMES  # the routes read every name the lens and the attribution read
 THRESHOLD = routes_work.THRESHOLD  # the routes' default, Ferrando & Voita's
-SHORT_TOKENS = 64  # SmolLM2's three views at 100 tokens take a few CPU-s (docs/architecture.md)
+SHORT_TOKENS = 64  # SmolLM2's three views at 100 tokens take a few CPU-s (docs/views/readout.md)
 
 
 def run_bytes(model, n_tokens: int) -> int:

@@ -9,7 +9,7 @@ from attnviz.probesets.needles import NEEDLES
 from attnviz.readouts import retrieval as needle_work
 from attnviz.workbench.shared import Workbench
 
-# SmolLM2-135M answers 3 to 6 of the 6 built-in needles at each of these lengths (docs/architecture.md,
+# SmolLM2-135M answers 3 to 6 of the 6 built-in needles at each of these lengths (docs/views/retrieval.md,
 # "Retrieval heads"); the page offers 200 first: the longer ones cost more prefill on a shared CPU.
 DEFAULT_HAYSTACK_TOKENS = 200
 HAYSTACK_CHOICES = (0, 100, 200, 400, 800, 1600)

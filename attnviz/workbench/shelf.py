@@ -54,7 +54,7 @@ WIDE_VOCABULARY_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 # Texts up to FULL_MAPS_TOKENS get full [L, H, T, T] traces (every view exact, lenses, ablation, exports): the
 # models are loaded with this limit, so every page that needs full maps cuts a text there, as before. The
 # Explore page draws longer ones, up to long_token_limit(model), from reduced traces (workbench.traces.reduced:
-# docs/architecture.md, "Long contexts").
+# docs/performance.md, "Long contexts").
 FULL_MAPS_TOKENS = 512
 MAX_TOKENS_VARIABLE = "ATTNVIZ_MAX_TOKENS"
 DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS_GPU = 4096, 8192

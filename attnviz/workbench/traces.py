@@ -120,7 +120,7 @@ def held_reduced(bench: Workbench, name: str, text: str, text_pair: str | None):
 
 
 def reduced(bench: Workbench, name: str, text: str, text_pair: str | None, progress=None):
-    """The shared reduced trace of one long text (docs/architecture.md, "Long contexts"): its mosaic tiles for
+    """The shared reduced trace of one long text (docs/performance.md, "Long contexts"): its mosaic tiles for
     every view option, head profiles, first-token shares, and the queries and keys from which a head's window is
     recomputed; `progress(done, total)` after each layer (a heavy action's, which may cancel there). Computed
     once under the memory budget, its peak reserved first; OverBudget when even what it keeps would not fit

@@ -1,4 +1,4 @@
-"""Head scoring (Clark et al. 2019; docs/architecture.md steps 1-5) on synthetic traces, against plain loops."""
+"""Head scoring (Clark et al. 2019; docs/formats.md steps 1-5) on synthetic traces, against plain loops."""
 
 from __future__ import annotations
 

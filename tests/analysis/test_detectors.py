@@ -33,7 +33,7 @@ def random_attentions(rng, shape, causal=False):
 
 
 def loop_scores(a, n):
-    """The definitions of docs/architecture.md, written as plain loops."""
+    """The definitions of docs/views/head-detectors.md, written as plain loops."""
     b_, l_, h_ = a.shape[:3]
     out = {k: np.zeros((l_, h_)) for k in ("previous_token", "duplicate_token", "induction")}
     for layer in range(l_):

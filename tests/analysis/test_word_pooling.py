@@ -14,7 +14,7 @@ from attnviz.analysis.scoring import word_attention_matrix, word_one_hot
 
 
 def loop_word_attention(attentions, word_of_token, n_words):
-    """docs/architecture.md, scoring step 2, as a loop: mean over word i's tokens of the sum over word j's."""
+    """docs/formats.md, scoring step 2, as a loop: mean over word i's tokens of the sum over word j's."""
     n_layers, n_heads = attentions.shape[:2]
     out = np.zeros((n_layers, n_heads, n_words, n_words))
     tokens = [[t for t, w in enumerate(word_of_token) if w == word] for word in range(n_words)]

@@ -1,5 +1,5 @@
-"""attnviz/variants.py (MHA/GQA/MQA measured) and attnviz/gqa_conversion.py (MHA -> GQA by mean-pooling),
-checked against formulas worked by hand and direct computations with the original weights."""
+"""attnviz/interventions/variants.py (MHA/GQA/MQA measured) and attnviz/interventions/gqa_conversion.py (MHA -> GQA
+by mean-pooling), checked against formulas worked by hand and direct computations with the original weights."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every session types new sentences with its own marker words ("zebra{session}x{i}"); each must see only its
 own markers (mosaic and token chips), no exception box, and every rerun must finish within the stall limit.
 The numbers (p50/p95, throughput, server CPU per rerun, RSS) are printed and written to artifacts/load.json.
-The driver is shared with benchmarks/bench_server.py (tests/load_driver.py).
+The driver is shared with benchmarks/bench_server.py (tests/helpers/load_driver.py).
 """
 
 from __future__ import annotations

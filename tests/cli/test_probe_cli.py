@@ -1,4 +1,4 @@
-"""`python -m attnviz probe`: the docs/architecture.md JSON, the readable table, and clear errors."""
+"""`python -m attnviz probe`: the docs/formats.md JSON, the readable table, and clear errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m attnviz qk ... --json`: the interface docs/architecture.md gives ("Query-key attribution")."""
+"""`python -m attnviz qk ... --json`: the interface docs/views/qk-attribution.md gives ("Query-key attribution")."""
 
 from __future__ import annotations
 

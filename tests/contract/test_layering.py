@@ -1,4 +1,4 @@
-"""The dependency direction of docs/architecture.md ("Layers"), checked on the import statements of every
+"""The dependency direction of docs/layers.md ("Layers"), checked on the import statements of every
 module: each folder of the package is a layer and imports only the layers listed for it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Modules table of docs/architecture.md against the tree: every module of attnviz/ is listed once, and
+"""The Modules table of docs/layers.md against the tree: every module of attnviz/ is listed once, and
 nothing is listed that does not exist. The parse rule is the one written above the table."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-DOC = ROOT / "docs" / "architecture.md"
+DOC = ROOT / "docs" / "layers.md"
 PACKAGE = ROOT / "attnviz"
 NAME = re.compile(r"`([^`]+)`")
 
@@ -75,7 +75,7 @@ def problems(text: str, modules_on_disk: set[str], folders_on_disk: set[str]) ->
 def test_the_modules_table_lists_every_module_once_and_nothing_else():
     folders = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*") if path.is_dir()}
     found = problems(DOC.read_text(encoding="utf-8"), tree_modules(), folders)
-    assert not found, "docs/architecture.md, ## Modules:\n" + "\n".join(found)
+    assert not found, "docs/layers.md, ## Modules:\n" + "\n".join(found)
 
 
 TABLE = """

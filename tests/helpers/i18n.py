@@ -25,7 +25,8 @@ ALLOWED_PHRASES = sorted({
     # architectures are names: the Learn page's table of attention kinds lists them as HF spells them
     *(family.name for family in FAMILIES), *(t for family in FAMILIES for t in family.model_types),
     "bert-base-cased", "FacebookAI/roberta-base", "BERT-base", "GPT-2", "Hugging Face", "MultiHeadAttention",
-    "Attention Is All You Need", "docs/architecture.md", "ATTNVIZ_MODEL_DIRS", "ATTNVIZ_MEMORY_BUDGET_GB", "CoNLL-U",
+    "Attention Is All You Need", "docs/api.md", "docs/formats.md", "ATTNVIZ_MODEL_DIRS", "ATTNVIZ_MEMORY_BUDGET_GB",
+    "CoNLL-U",
     "d_model", "d_ff", "d_k", "d_v", "n_heads", "n_kv_heads", "head_dim",
     "[CLS]", "[SEP]", "[UNK]", "<unk>", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<|im_end|>",
 }, key=len, reverse=True)

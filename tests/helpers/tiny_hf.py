@@ -1,6 +1,6 @@
 """Tiny random Hugging Face models (float32, eager attention) and the parity comparison that the parity,
 lens, variant and device-map tests share: factories per family, `hf_model` (seeded, every tensor nudged off
-its init), `batch` (a right-padded pair of id rows) and `assert_parity` (docs/architecture.md's bounds)."""
+its init), `batch` (a right-padded pair of id rows) and `assert_parity` (docs/numerics.md's bounds)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def test_cjk_labels_are_whole_characters(smollm):
     for token, (start, end) in zip(trace.tokens, trace.offsets):
         assert token == text[start:end] and token.strip()
         assert "\ufffd" not in token and "Ã" not in token and "ð" not in token
-    assert trace.words[:4] == ["小明", "告诉", "老师", "他"]  # jieba's words (docs/architecture.md, word rule)
+    assert trace.words[:4] == ["小明", "告诉", "老师", "他"]  # jieba's words (docs/api.md, word rule)
     assert all(w is not None for w in trace.word_of_token)
     causal = trace.attentions[0, 0]
     assert np.all(np.triu(causal, 1) == 0)

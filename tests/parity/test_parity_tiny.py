@@ -1,6 +1,6 @@
 """Exact parity with HF eager (float32) on tiny random models of every family, fed token ids.
 
-Bounds (docs/architecture.md): attention probabilities <= 1e-5, final hidden states <= 1e-4 (and logits, for
+Bounds (docs/numerics.md): attention probabilities <= 1e-5, final hidden states <= 1e-4 (and logits, for
 decoders, <= 1e-4 too).
 """
 

@@ -1,4 +1,4 @@
-"""The KV cache (attnviz/kv_cache.py) measured: what MQA and GQA caches hold against MHA's, decoding
+"""The KV cache (attnviz/transformer/kv_cache.py) measured: what MQA and GQA caches hold against MHA's, decoding
 token by token against one full forward pass, and greedy decoding against Hugging Face's `generate`.
 
 References: the full forward pass of the same module (itself checked against HF eager in

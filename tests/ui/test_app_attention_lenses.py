@@ -164,7 +164,7 @@ def test_lenses_compose_with_hidden_special_tokens_and_word_level(app, reference
     assert_clean(app)
     rolled = attention_lenses.rollout(trace.attentions)[2]
     tokens_of = [[t for t, w in enumerate(trace.word_of_token) if w == word] for word in range(len(trace.words))]
-    # docs/architecture.md's word attention: mean over the row word's tokens of the sum over the column word's
+    # docs/formats.md's word attention: mean over the row word's tokens of the sum over the column word's
     expected = np.array([[rolled[np.ix_(rows, cols)].sum(axis=1).mean() for cols in tokens_of] for rows in tokens_of])
     np.testing.assert_allclose(heatmap(app), expected, atol=3e-3)
     app.radio(key="level").set_value("token").run()

@@ -1,5 +1,5 @@
 """The memory budget that follows the machine, models let go before a visitor is refused, and the hub route
-(docs/architecture.md, "Public host"). The cgroup files are fakes in a temporary folder, never the real ones."""
+(docs/app.md, "Public host"). The cgroup files are fakes in a temporary folder, never the real ones."""
 
 from __future__ import annotations
 
