@@ -56,3 +56,15 @@ def test_the_layout_names_every_subcommand_once():
 def test_the_readme_runs_no_command_that_does_not_exist():
     assert named_commands(README) - cli_subcommands() == set()
     assert named_commands(README), "the pattern no longer finds README's command lines"
+
+
+def folder_rows(text: str) -> set[str]:
+    """The package folders (`attnviz/x/`) named at the start of a table row's first cell."""
+    return set(re.findall(r"(?m)^\| `attnviz/(\w+)/`", text))
+
+
+def test_the_folder_tables_name_every_layer_and_nothing_else():
+    """README's Layout and the docs' index list one row per folder of the package, the folders as they are."""
+    layers = {path.name for path in (ROOT / "attnviz").iterdir() if (path / "__init__.py").is_file()}
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        assert folder_rows(page.read_text(encoding="utf-8")) == layers, page.name
