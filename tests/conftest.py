@@ -141,6 +141,12 @@ APPTEST_SIGNS = ("AppTest",)
 
 
 def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One torch thread per worker: the workers share the machine's cores, and two workers of two threads
+        # each on two cores spend their time waiting on each other.
+        import torch
+
+        torch.set_num_threads(1)
     for name, what in (("browser", "starts a real server and drives Chromium"),
                        ("apptest", "runs app pages in Streamlit's AppTest"),
                        ("real_model", "loads a pretrained offline model (MiniLM, SmolLM2, Gemma 3)"),

@@ -14,6 +14,19 @@ import attnviz
 from attnviz.cli import patch as patch_cli
 from attnviz.cli import qk_attribution, qkmap, readout, replicate, sinks
 
+# What `--help` says to a person: what the tool does and how to start, not how the code is laid out.
+DESCRIPTION = """See where every attention head of a pretrained transformer looks, and test what it does.
+SOURCE (--model) is a Hugging Face model id, a local model folder or a .gguf file."""
+EXAMPLES = """examples:
+  {prog} app                                          open the web app
+  {prog} probe --model SOURCE --probes builtin:en     which heads track subject-verb, coreference, ...
+  {prog} lens --model SOURCE --text "The keys to the cabinet"
+  {prog} patch --model SOURCE --clean "The keys to the cabinet" --corrupt "The key to the cabinet" \\
+      --target " are" --contrast " is"
+  {prog} replicate --list                             published findings about heads, checked here
+
+Each command has its own --help. Output formats: docs/formats.md and docs/cli.md."""
+
 DEFAULT_TEXTS = [
     "The keys to the cabinet are on the table.",
     "The animal didn't cross the street because it was too tired.",
@@ -36,20 +49,22 @@ def _lengths(text: str) -> list[int]:
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """The parser of every subcommand; tests read the subcommands from it (README and docs/cli.md name them)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=DESCRIPTION, epilog=EXAMPLES.format(prog=prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    app = commands.add_parser("app", help="start the app: streamlit run <the checkout's app.py> [options]",
+    app = commands.add_parser("app", help="open the web app (options after `app` go to streamlit)",
                               description="Start the app: `streamlit run` on the checkout's app.py; everything "
                                           "after `app` goes to streamlit (e.g. --server.port 8502).")
     app.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="options for `streamlit run`")
 
-    parity = commands.add_parser("parity", help="max |diff| of attentions and hidden states vs HF eager")
+    parity = commands.add_parser("parity", help="check our attentions and hidden states against Hugging Face's (the largest difference)")
     parity.add_argument("--model", required=True)
     parity.add_argument("--text", action="append", help="text to compare on (repeatable)")
     parity.add_argument("--json", action="store_true")
 
-    bench = commands.add_parser("bench", help="model.run against HF eager, side by side")
+    bench = commands.add_parser("bench", help="time our forward pass against Hugging Face's eager attention, side by side")
     bench.add_argument("--model", action="append", required=True, help="repeatable")
     bench.add_argument("--lengths", type=_lengths, default="16,64,256", help="comma-separated token counts")
     bench.add_argument("--repeats", type=_positive_int, default=15)
@@ -63,7 +78,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     probe.add_argument("--relation", help="only this relation")
     probe.add_argument("--sep", default=None, help="no longer used: a treebank is read from its own text "
                        "(# text, or its forms joined as SpaceAfter says); kept so old command lines run")
-    probe.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
+    probe.add_argument("--json", action="store_true", help="print the result as JSON (fields: docs/formats.md)")
     probe.add_argument("--batch-size", type=_positive_int, default=32)
     probe.add_argument("--sink-aware", action="store_true",
                        help="for decoders: word 0 (the first token's attention sink) is no candidate of a "
@@ -74,7 +89,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     heads.add_argument("--n", type=int, default=50, help="random tokens per copy (>= 2); sequences are 2n long")
     heads.add_argument("--sequences", type=int, default=4, help="how many random sequences to average over")
     heads.add_argument("--seed", type=int, default=0, help="seed of numpy's default_rng")
-    heads.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
+    heads.add_argument("--json", action="store_true", help="print the result as JSON (fields: docs/formats.md)")
 
     blimp = commands.add_parser("blimp", help="minimal pairs: how often the model prefers the grammatical sentence")
     blimp.add_argument("--model", required=True)

@@ -19,7 +19,7 @@ def add_parser(commands) -> None:
     patch.add_argument("--contrast", help="one token to subtract, e.g. ' is': the metric is their logit difference")
     patch.add_argument("--direction", choices=("denoise", "noise"), default="denoise",
                        help="denoise: the clean run's activations into the corrupted run; noise: the other way")
-    patch.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
+    patch.add_argument("--json", action="store_true", help="print the result as JSON (fields: docs/cli.md)")
 
 
 def _rounded(values):

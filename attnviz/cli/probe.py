@@ -1,5 +1,5 @@
 """The probe command: read items (probe JSONL, built-in sets, CoNLL-U, WinoBias), score every head
-of a model on them, and print the docs/architecture.md JSON or a readable table. The Head Finder page calls the
+of a model on them, and print the JSON of docs/formats.md or a readable table. The Head Finder page calls the
 same functions, so both give the same numbers."""
 
 from __future__ import annotations

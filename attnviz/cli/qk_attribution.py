@@ -22,11 +22,11 @@ def add_parser(commands) -> None:
                        ("key", "key position")):
         qk.add_argument(f"--{name}", type=int, required=True, help=what)
     qk.add_argument("--key2", type=int, help="a second key of the row: split score(query, key) - score(query, key2)")
-    qk.add_argument("--json", action="store_true", help="print the JSON of docs/architecture.md")
+    qk.add_argument("--json", action="store_true", help="print the result as JSON (fields: docs/cli.md)")
 
 
 def result(tokens: list[str], split) -> dict:
-    """The JSON of docs/architecture.md ("Query-key attribution")."""
+    """The JSON of docs/views/qk-attribution.md."""
     return {"tokens": tokens, "layer": split.layer, "head": split.head, "kv_head": split.kv_head,
             "query": split.query, "key": split.key, "key2": split.key2, "score": split.score,
             "softcap": split.softcap, "capped": split.capped,

@@ -1,5 +1,5 @@
 """`python -m attnviz lens | attribute | routes`: the logit lens, direct logit attribution and information-flow
-routes of one text at one position (attnviz.interventions), printed or as JSON (docs/architecture.md, "CLI")."""
+routes of one text at one position (attnviz.readouts), printed or as JSON (docs/cli.md)."""
 
 from __future__ import annotations
 

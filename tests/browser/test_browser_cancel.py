@@ -47,6 +47,7 @@ def start_scan(browser, url):
     return page, bar
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
     with sync_playwright() as p:
         browser = launch_chromium(p)

@@ -76,6 +76,7 @@ async def drive(server) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_a_long_text_is_computed_drawn_and_cancelled(server):
     started = time.monotonic()
     out = asyncio.run(drive(server))

@@ -67,6 +67,7 @@ def page():
         browser.close()
 
 
+@pytest.mark.slow
 def test_a_chinese_link_opens_in_chinese_with_chinese_placeholders(page):
     page.goto(f"{BASE['url']}/?lang=zh&text={quote('小明告诉老师他生病了。')}")
     page.get_by_label("句子", exact=True).wait_for(timeout=120_000)
@@ -87,6 +88,7 @@ def test_a_chinese_link_opens_in_chinese_with_chinese_placeholders(page):
     page.wait_for_function("() => !new URLSearchParams(location.search).has('lang')", timeout=30_000)
 
 
+@pytest.mark.slow
 def test_a_decoder_sets_its_first_token_aside(page):
     require_offline(SMOLLM)
     page.goto(f"{BASE['url']}/?model={quote(SMOLLM)}&text={quote(TEXT)}&layer=5&head=2")

@@ -157,6 +157,7 @@ def test_the_chinese_ui_names_pages_and_labels_in_chinese(page):
     page.get_by_label("Sentence", exact=True).wait_for(timeout=60_000)
 
 
+@pytest.mark.slow
 def test_head_finder_on_a_decoder_says_what_it_cannot_score(page):
     """Newcomer issue, item 2: on SmolLM2, subject -> verb cannot be scored by a causal model (the verb
     comes later): the page says so instead of naming a best head of accuracy 0."""

@@ -151,6 +151,7 @@ def upload(page, name: str, data: bytes) -> None:
 # 7 first: it needs a server that has not loaded SmolLM2 yet
 
 
+@pytest.mark.slow
 def test_four_visitors_open_smollm2_together_on_a_cold_server(server, browser):
     started = time.perf_counter()
     pages = [new_page(browser, f"{server.url}/?model={SMOL}") for _ in range(4)]
@@ -185,6 +186,7 @@ def test_a_probe_item_over_the_word_limit_is_refused_with_file_and_line(server, 
 # computed every head's 900 x 900 word matrix to draw one head.
 
 
+@pytest.mark.slow
 def test_a_900_word_probe_item_is_scored_under_the_budget(server, browser):
     started = time.perf_counter()
     page = new_page(browser, f"{server.url}/Head_Finder?model={SMOL}")
@@ -221,6 +223,7 @@ def test_a_30000_word_conllu_sentence_is_refused_within_seconds(server, browser)
 # 2: the Head Finder's examples on forty long items
 
 
+@pytest.mark.slow
 def test_examples_of_long_items_on_smollm2(server, browser):
     """The red team's forty 560-word items, cut to eight (each is a 512-token pass either way; the examples
     once ran all of them as one padded float32 batch outside the budget)."""
@@ -245,6 +248,7 @@ def test_examples_of_long_items_on_smollm2(server, browser):
 # 4: the Head Finder's own-sentence box at its limit
 
 
+@pytest.mark.slow
 def test_own_sentence_box_at_20000_characters_on_smollm2(server, browser):
     started = time.perf_counter()
     page = new_page(browser, f"{server.url}/Head_Finder?model={SMOL}")
@@ -271,6 +275,7 @@ def test_own_sentence_box_at_20000_characters_on_smollm2(server, browser):
 # 5: the JSON export of a long text
 
 
+@pytest.mark.slow
 def test_json_export_of_the_longest_full_trace_on_smollm2(server, browser):
     """The largest export the page offers: a text of about 508 tokens, under the full maps' 512 (a longer one
     takes the long path, which offers no full export)."""
@@ -303,6 +308,7 @@ def test_json_export_of_the_longest_full_trace_on_smollm2(server, browser):
 # 6: one checkpoint under three spellings
 
 
+@pytest.mark.slow
 def test_one_checkpoint_under_three_spellings_is_loaded_once(server, browser):
     started = time.perf_counter()
     folder = server.models / "minilm"
@@ -332,6 +338,7 @@ def test_one_checkpoint_under_three_spellings_is_loaded_once(server, browser):
 # 8: more of the same spirit
 
 
+@pytest.mark.slow
 def test_a_url_text_over_the_limit_is_ignored(server, browser):
     """A link's `text` longer than the box's 20,000 characters is ignored (the page shows its default). A link
     of 200,000 characters never reaches the app: the server refuses the request line itself."""
@@ -346,6 +353,7 @@ def test_a_url_text_over_the_limit_is_ignored(server, browser):
     page.context.close()
 
 
+@pytest.mark.slow
 def test_three_tabs_with_distinct_long_texts_at_once(server, browser):
     started = time.perf_counter()
     pages = [new_page(browser, f"{server.url}/?model={SMOL}&text={quote(words_text(80 + i, 20_000))}")
@@ -361,6 +369,7 @@ def test_three_tabs_with_distinct_long_texts_at_once(server, browser):
         page.context.close()
 
 
+@pytest.mark.slow
 def test_rapid_cancel_and_rerun_of_the_scoring(server, browser):
     started = time.perf_counter()
     page = new_page(browser, f"{server.url}/Head_Finder?model={SMOL}")

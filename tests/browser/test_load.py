@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 
+import pytest
 from playwright.async_api import async_playwright
 
 from tests.conftest import MINILM, require_offline
@@ -32,6 +33,7 @@ async def _load(server) -> dict:
             await browser.close()
 
 
+@pytest.mark.slow
 def test_concurrent_sessions_see_only_their_own_text():
     require_offline(MINILM)
     started = time.perf_counter()

@@ -42,3 +42,19 @@ def test_every_preset_is_a_hub_id_or_offline_copy(monkeypatch):
             hf.locate(source)
         assert is_hub_id(preset)  # the app accepts every preset by the hub's own rules
     assert "Qwen/Qwen2.5-0.5B" in asked and "bert-base-uncased" in asked
+
+
+def test_help_speaks_to_users(capsys):
+    """`--help` says what each command does for a person, with examples, and names no module of the code."""
+    import re
+
+    import pytest
+
+    for argv in (["--help"], *([command, "--help"] for command in ("probe", "lens", "patch", "qk", "bench"))):
+        with pytest.raises(SystemExit):
+            main(argv)
+        shown = capsys.readouterr().out
+        assert not re.search(r"attnviz\.\w+|\w+\.py\b|architecture\.md", shown), (argv, shown)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "examples:" in capsys.readouterr().out

@@ -204,6 +204,7 @@ def test_smollm_patching_equals_hooks_on_hf(smollm, smollm_causal_reference):
 # --- Gemma 3 270M offline ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gemma3_270m_patching_and_attribution_equal_hf():
     """Gemma 3 270M's real weights (MQA, sliding and full layers, q/k norms, sandwich norms): activation
     patching equals hooks on HF's own Gemma3ForCausalLM, and the direct logit attribution's parts sum to HF's

@@ -153,6 +153,7 @@ def test_bad_combinations_are_refused(tiny_llama, tmp_path):
         attnviz.load(str(tiny_llama), device_map={"token_embedding": "cpu"})
 
 
+@pytest.mark.slow
 def test_smollm2_split_across_cpu_and_disk_equals_the_unsplit_model(smollm, tmp_path):
     """The real model: 300 MB of CPU for about 540 MB of float32 weights, the rest offloaded to disk. (A split
     load still reads the checkpoint whole, so since the plain load takes the checkpoint's tensors as its own

@@ -155,6 +155,7 @@ def test_the_streaming_reader_equals_transformers_on_a_tiny_gguf(tiny, chunk, mo
     _assert_same_tensors(tiny)
 
 
+@pytest.mark.slow
 def test_the_streaming_reader_equals_transformers_on_smollm2():
     """The real file (Q4_1 blocks, F32 norms, Llama's q/k permutation): every tensor bit-identical."""
     _assert_same_tensors(require_offline(SMOLLM))

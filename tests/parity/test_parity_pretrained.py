@@ -105,6 +105,7 @@ def test_next_token_predictions(smollm):
     assert "Paris" in top[0][0]
 
 
+@pytest.mark.slow
 def test_run_calls_no_transformers_code(minilm, smollm, monkeypatch):
     """After loading, model.run touches no transformers module: every forward is patched to raise."""
     import transformers

@@ -248,6 +248,7 @@ def test_a_model_split_across_cpu_and_disk_reduces_as_the_whole(tiny_llama, tmp_
     assert np.array_equal(a.argmax, b.argmax)
 
 
+@pytest.mark.slow
 def test_a_model_loaded_at_512_tokens_reduces_a_longer_text_up_to_its_context(smollm):
     """`max_tokens` of run_reduced (and encode) cuts past the load's 512, up to the model's own context, with a
     copy of the tokenizer (the shared one keeps its cut); an encoder's cut keeps its closing special token."""

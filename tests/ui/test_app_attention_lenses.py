@@ -199,6 +199,7 @@ SINK_TEXT = ("The keys to the old cabinet are on the table. The animal didn't cr
              "too tired, and the author that the critics praise writes beautiful books.")
 
 
+@pytest.mark.slow
 def test_lenses_with_the_first_token_aside_are_set_aside_in_float32(smollm):
     """A sink head's rows keep ~1e-7 off the first token: renormalised from float16 lens weights they came out
     0 or 1. The page's set-aside value and rollout views must equal the float32 weights set aside."""

@@ -5,6 +5,7 @@ against random ones; an encoder gets a note instead; the Chinese labels."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.retrieval import top_heads
@@ -19,6 +20,7 @@ FILLER = 0  # SmolLM2 answers every built-in needle with no filler (tests/interv
 # haystack)
 
 
+@pytest.mark.slow
 def test_retrieval_grid_and_switching_heads_off(smollm):
     require_offline(SMOLLM)
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)

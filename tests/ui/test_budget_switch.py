@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
 
 GEMMA = "google/gemma-3-270m"
@@ -31,6 +33,7 @@ print("RESULT " + json.dumps(steps))
 """
 
 
+@pytest.mark.slow
 def test_one_visitor_switches_models_under_a_2_5_gb_budget():
     for model in (MINILM, SMOLLM, GEMMA):
         require_offline(model)

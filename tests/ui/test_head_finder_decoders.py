@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import SMOLLM, require_offline
@@ -17,6 +18,7 @@ def chart_specs(at: AppTest) -> dict[str, dict]:
     return {element.proto.id: json.loads(element.proto.spec) for element in at.get("plotly_chart")}
 
 
+@pytest.mark.slow
 def test_head_finder_on_a_decoder(monkeypatch):
     require_offline(SMOLLM)
     # The budget counts this whole process, which may hold other tests' models (session fixtures).

@@ -127,6 +127,7 @@ def test_a_link_does_not_carry_a_text_longer_than_it_may(monkeypatch):
     assert any("longer than a link may carry" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_a_reduced_run_reserves_its_measured_peak():
     """traces.reduced_bytes against the peak resident memory reduced runs reach (VmHWM over the RSS before each)
     in a warm process, each pass in a thread of its own after a full-map trace in another, as in the app

@@ -263,6 +263,7 @@ print(load_peak, shelf.source_load_bytes(source), trace_peak, traces.trace_bytes
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [MINILM, "HuggingFaceTB/SmolLM2-135M-Instruct"])
 def test_reservations_cover_the_measured_peak(name):
     """What a load reserves (source_load_bytes: a GGUF checkpoint dequantised and converted, or safetensors)
@@ -327,6 +328,7 @@ print((status("VmHWM") - before) / len(data), len(items))
 """
 
 
+@pytest.mark.slow
 def test_an_uploads_reservation_covers_its_parse():
     done = subprocess.run([sys.executable, "-c", PARSE_PEAK], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
