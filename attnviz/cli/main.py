@@ -59,12 +59,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                           "after `app` goes to streamlit (e.g. --server.port 8502).")
     app.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="options for `streamlit run`")
 
-    parity = commands.add_parser("parity", help="check our attentions and hidden states against Hugging Face's (the largest difference)")
+    parity = commands.add_parser("parity", help="check our attentions and hidden states against Hugging Face's "
+                                                    "(the largest difference)")
     parity.add_argument("--model", required=True)
     parity.add_argument("--text", action="append", help="text to compare on (repeatable)")
     parity.add_argument("--json", action="store_true")
 
-    bench = commands.add_parser("bench", help="time our forward pass against Hugging Face's eager attention, side by side")
+    bench = commands.add_parser("bench", help="time our forward pass against Hugging Face's eager attention, "
+                                               "side by side")
     bench.add_argument("--model", action="append", required=True, help="repeatable")
     bench.add_argument("--lengths", type=_lengths, default="16,64,256", help="comma-separated token counts")
     bench.add_argument("--repeats", type=_positive_int, default=15)
