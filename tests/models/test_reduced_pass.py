@@ -1,11 +1,13 @@
-"""Views computed as the forward pass runs (attnviz.transformer.reducer) equal the views of the full trace.
+"""The reduced pass (attnviz.models.reduced_pass: a Reducer given the view reductions of
+attnviz.models.view_reductions) equals the views of the full trace.
 
 Tiny random models of several families (GQA, a sliding window, soft-capping, learned sinks, ALiBi, an
 encoder, an encoder with local-band layers) run once with the ordinary recorder and once with a Reducer
 that gets the probabilities in blocks of 8 rows; the pooled tiles of the token, hidden-special and word
 views, the head profile and each head's recomputed window must match the full trace's within 1e-6
 (float32 rounding: 1e-6 plus 1e-6 relative, as the mean distance is in tokens). SmolLM2 (about 300
-tokens) and MiniLM do the same through LoadedModel.run_reduced."""
+tokens) and MiniLM do the same through LoadedModel.run_reduced. The Reducer's own mechanism, without
+views, is tested in tests/transformer/test_reduce.py."""
 
 from __future__ import annotations
 
@@ -17,17 +19,18 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import plots
+from attnviz import plots, trace
 from attnviz.analysis import profile_heads, profile_reduced
 from attnviz.analysis.export import reduced_npz
 from attnviz.analysis.long_views import head_window_view, view_positions
 from attnviz.analysis.views import attention_view
 from attnviz.models.reduced_pass import reduced_trace
-from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_edges, pool_tiles
+from attnviz.models.view_poolings import view_poolings
+from attnviz.models.view_reductions import HeadProfileSums, MosaicTiles, RowArgmax
+from attnviz.plots import pooling
+from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pool_tiles
 from attnviz.trace import AttentionTrace
-from attnviz.transformer import reducer as reduce
-from attnviz.transformer.attention import visible_columns
-from attnviz.transformer.masks import causal_mask
+from attnviz.transformer.reducer import Reducer
 from attnviz.workbench.views import aside_view
 from tests.helpers.tiny_hf import block_bytes, tiny
 
@@ -167,23 +170,25 @@ def test_float16_queries_and_keys_give_the_map_to_display_precision():
     np.testing.assert_allclose(reduced.head_window(2, 3, slice(0, T)), full.attentions[2, 3], atol=2e-3)
 
 
-def test_the_ordinary_path_is_untouched_and_blocks_skip_hidden_keys():
-    mask = causal_mask(20, window=4)
-    assert visible_columns(mask, 8, 16, 20) == (5, 16)  # the window's first key .. the block's last row
-    assert visible_columns(causal_mask(20), 0, 8, 20) == (0, 8)
-    assert visible_columns(None, 0, 8, 20) == (0, 20)
-    assert np.array_equal(reduce.pool_edges(37, 6), pool_edges(37, 6))
+def test_the_tiles_are_pooled_on_the_edges_the_plots_pool_on():
+    """One definition of a tile's edges (attnviz.trace.tiles), which the plots import."""
+    assert pooling.pool_edges is trace.pool_edges and plots.pool_edges is trace.pool_edges
+    assert trace.pool_edges(37, 6).tolist() == [0, 6, 12, 18, 24, 30, 37]
 
 
-def test_reducer_keeps_no_map_and_takes_one_sequence():
+def test_the_view_reductions_keep_no_map_and_take_one_sequence():
     module = tiny("llama")
     special = np.zeros(T, bool)
-    reducer = reduce.Reducer(special, special, reduce.view_poolings(T, TILE, special, [0] * T), chunk_rows=ROWS)
+    reductions = {"tiles": MosaicTiles(view_poolings(T, TILE, special, [0] * T)),
+                  "statistics": HeadProfileSums(special, special), "argmax": RowArgmax()}
+    reducer = Reducer(reductions, T, chunk_rows=ROWS)
     seen = []
     reducer.progress = lambda layer, n: seen.append((layer, n))
     with torch.no_grad():
         out = module(torch.randint(3, 99, (1, T)), record=reducer)
     assert out.attentions is None and seen == [(0, 3), (1, 3), (2, 3)]
+    result, h = reducer.result(), module.config.n_heads
+    assert result["tiles"]["token"].shape == (3, h, TILE, TILE) and result["argmax"].shape == (3, h, T)
     with pytest.raises(ValueError, match="one sequence"), torch.no_grad():
         module(torch.randint(3, 99, (2, T)), record=reducer)
 
