@@ -2,7 +2,7 @@
 `Reducer` passed as `record=` to Transformer.forward.
 
 A full trace holds [L, H, T, T] probabilities: 18 GB in float32 for SmolLM2 at 4,096 tokens, where what is read
-from them (pooled tiles, per-head sums) needs far less. The Reducer's layer records name the "rows" kernel
+from them often needs far less (a sum a head, say). The Reducer's layer records name the "rows" kernel
 (attention.row_blocks), which computes scores and softmax one block of query rows at a time, over the keys that
 block may see (a causal block none after its last row), and hands each block to `reduce`, on the device where the
 layer runs. The Reducer passes the block to each `Reduction` it was given, in their order, and drops it; the
