@@ -1,14 +1,17 @@
 """A reduced trace from a module and a text's token fields: the forward pass with a `Reducer` as its record
-(attnviz.transformer.reducer), so no [L, H, T, T] map is ever held."""
+(attnviz.transformer.reducer), given the Explore page's reductions (attnviz.models.view_reductions), so no
+[L, H, T, T] map is ever held."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from attnviz.models.view_poolings import view_poolings
+from attnviz.models.view_reductions import HeadProfileSums, MosaicTiles, RowArgmax
 from attnviz.trace import ReducedTrace, punctuation_token_mask, special_token_mask
 from attnviz.transformer.model import Transformer
-from attnviz.transformer.reducer import CHUNK_ROWS, Reducer, view_poolings
+from attnviz.transformer.reducer import CHUNK_ROWS, Reducer
 
 
 @torch.inference_mode()
@@ -25,9 +28,11 @@ def reduced_trace(module: Transformer, fields: dict, device="cpu", tile: int = 6
     special = special_token_mask(fields.get("special_mask", []), fields["sequence_ids"])
     punctuation = punctuation_token_mask(fields["tokens"], special)
     n = len(fields["input_ids"])
-    reducer = Reducer(special, punctuation, view_poolings(n, tile, special, fields["word_of_token"],
-                                                    first_aside=module.config.causal),
-                      chunk_rows=chunk_rows, keep_dtype=keep_dtype, progress=progress)
+    poolings = view_poolings(n, tile, special, fields["word_of_token"], first_aside=module.config.causal)
+    # Named as the ReducedTrace's fields; the tiles first, as their matmul gives the profile its column sums.
+    reductions = {"tiles": MosaicTiles(poolings), "statistics": HeadProfileSums(special, punctuation),
+                  "argmax": RowArgmax()}
+    reducer = Reducer(reductions, n, chunk_rows=chunk_rows, keep_dtype=keep_dtype, progress=progress)
     ids = torch.tensor([fields["input_ids"]], dtype=torch.long, device=device)
     ones, types = torch.ones_like(ids), torch.zeros_like(ids)  # as LoadedModel.forward_encodings, unpadded
     out = module(ids, ones, types, with_logits=False, record=reducer)

@@ -50,13 +50,14 @@ from attnviz.plots.head import HEAD_VIEW_LEVELS, causal_blocked, head_heatmap, h
 from attnviz.plots.minimal_pairs import difference_heatmap
 from attnviz.plots.mosaic import model_view
 from attnviz.plots.notebook import detector_figures, head_figure, mosaic_figure, probe_figure, score_figure
-from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_edges, pool_tiles, pooled_size, tile_cells
+from attnviz.plots.pooling import MOSAIC_CELLS, mosaic, pool_tiles, tile_cells
 from attnviz.plots.qk_attribution import qk_attribution_figure, qk_attribution_heatmap
 from attnviz.plots.qkmap import qk_map_figure
 from attnviz.plots.query_key import query_key_bars, query_key_products
 from attnviz.plots.readout import layer_column, lens_grid, routes_graph, target_curve
 from attnviz.plots.shapes import DIVIDER_LINES
 from attnviz.plots.text import ENGLISH, PlotText, escape_label
+from attnviz.trace.tiles import pool_edges, pooled_size
 
 __all__ = [
     "COLORSCALES", "DIFFERENCE_COLORS", "DIVIDER_LINES", "ENGLISH", "FOCUS_COLOR", "GROUP_COLORS", "HEAD_VIEW_LEVELS",

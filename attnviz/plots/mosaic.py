@@ -17,9 +17,10 @@ from attnviz.plots.colors import (
     scale_position,
     unscaled,
 )
-from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pooled_labels, pooled_size, tile_cells
+from attnviz.plots.pooling import mosaic, mosaic_of_tiles, pooled_labels, tile_cells
 from attnviz.plots.shapes import rect
 from attnviz.plots.text import ENGLISH, PlotText
+from attnviz.trace.tiles import pooled_size
 
 MAX_HEIGHT = 2400  # px: the tallest mosaic figure
 

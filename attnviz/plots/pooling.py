@@ -1,6 +1,6 @@
-"""Pooling of long inputs: how many cells a mosaic tile gets, the token blocks a pooled cell covers,
-the pooled weights and their labels, and the float mosaic of all heads (tiles, mean row and column,
-gaps) that `model_view` draws."""
+"""Pooling of long inputs: the pooled weights and their labels, on the tile edges of attnviz.trace.tiles (where
+`pool_edges` is defined, as the reduced pass pools on them too), and the float mosaic of all heads (tiles,
+mean row and column, gaps) that `model_view` draws."""
 
 from __future__ import annotations
 
@@ -10,23 +10,7 @@ import math
 import numpy as np
 
 from attnviz.plots.text import escape_label
-
-
-def pooled_size(n: int, max_cells: int) -> int:
-    """Cells one tile side gets for `n` tokens: the mosaic pools longer inputs so its size stays bounded."""
-    if max_cells < 1:
-        raise ValueError(f"max_cells must be >= 1, got {max_cells}")
-    return min(n, max_cells)
-
-
-def pool_edges(n: int, max_cells: int) -> np.ndarray:
-    """Block boundaries [0, ..., n] splitting n tokens into `pooled_size` blocks of near-equal size.
-
-    Blocks differ in size by at most one token, so all `max_cells` cells are used (fixed-size blocks
-    would leave 200 tokens at 50 cells with 4-token blocks).
-    """
-    m = pooled_size(n, max_cells)
-    return (np.arange(m + 1) * n) // m
+from attnviz.trace.tiles import pool_edges
 
 
 def pool_tiles(a: np.ndarray, max_cells: int) -> np.ndarray:

@@ -1,8 +1,10 @@
-"""The data every layer passes on: a forward pass's trace (`traces.py`) and the word rule that gives its
-words (`words.py`). Both are re-exported here, so `from attnviz.trace import X` names any of them.
+"""The data every layer passes on: a forward pass's trace (`traces.py`), the word rule that gives its words
+(`words.py`) and the mosaic's tile edges (`tiles.py`). All are re-exported here, so `from attnviz.trace import X`
+names any of them.
 
 Imports only numpy, jieba (on the first Han text) and the standard library."""
 
+from attnviz.trace.tiles import pool_edges, pooled_size
 from attnviz.trace.traces import (
     AttentionTrace,
     BaseTrace,
@@ -36,6 +38,8 @@ __all__ = [
     "is_cjk",
     "is_han",
     "is_punctuation",
+    "pool_edges",
+    "pooled_size",
     "punctuation_token_mask",
     "spans_of_joined_words",
     "special_token_mask",

@@ -105,10 +105,10 @@ def punctuation_token_mask(tokens: list[str], special: np.ndarray) -> np.ndarray
 @dataclass(kw_only=True)
 class ReducedTrace(BaseTrace):
     """A long text's trace without its [L, H, T, T] maps (docs/performance.md, "Long contexts"): the token
-    and word fields of every trace (`BaseTrace`), and what attnviz.transformer.reducer computed during the pass.
+    and word fields of every trace (`BaseTrace`), and what the pass reduced (attnviz.models.view_reductions).
 
-    - `tiles[name]` [L, H, t, s] float32: the pooled mosaic tiles (pool_tiles with `tile` cells a side) of
-      the view "token", "token_hide_special" or "word" (`view_tiles`);
+    - `tiles[name]` [L, H, t, s] float32: the pooled mosaic tiles (pool_tiles with `tile` cells a side, on the
+      edges of attnviz.trace.tiles) of the view "token", "token_hide_special" or "word" (`view_tiles`);
     - `statistics[name]` [L, H] float64 and `argmax` [L, H, T]: the head profile (analysis.profile_reduced);
     - `queries` [L, H, T, D], `keys` [L, K, S, D] (float16 unless asked otherwise) and `score_setups[l][h]`
       (Transformer.score_setup): any head's exact map over a window of rows (`head_window`).
