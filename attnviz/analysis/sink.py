@@ -78,7 +78,7 @@ def first_aside_positions(trace: AttentionTrace, hide_special: bool = False) -> 
     """`trace` with position 0 marked special (so a token view that hides special tokens drops its row and
     column; the real special tokens stay marked only when `hide_special`) and belonging to no word (so the
     word view pools the other tokens only). The attentions are the trace's own: this gives the positions
-    and labels of a set-aside view (`analysis.pair_filter.view_sequence`) without computing it."""
+    and labels of a set-aside view (`analysis.sentence_pairs.view_sequence`) without computing it."""
     if not trace.tokens:
         raise ValueError("the trace has no tokens")
     marks = trace.special_mask if len(trace.special_mask) == len(trace.tokens) else [False] * len(trace.tokens)

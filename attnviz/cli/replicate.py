@@ -1,4 +1,4 @@
-"""The replicate command: a replication card (interventions.cards) on a model, the paper's numbers beside
+"""The replicate command: a replication card (findings.cards) on a model, the paper's numbers beside
 ours and a verdict; `replicate --list` lists the cards. The Findings page computes the same report."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each card is a small TOML file in attnviz/probesets/findings/ (docs/views/findings.md, "Findings"): the claim
 (English and Chinese), the paper (authors, year, title, the table or figure cited, its model), the paper's
-numbers, the data it needs, the rule that computes ours, and a tolerance. `interventions.findings` holds
+numbers, the data it needs, the rule that computes ours, and a tolerance. `findings.measures` holds
 one function per card that computes our numbers; `report` puts the two side by side with a verdict, the
 JSON of `python -m attnviz replicate CARD --json`."""
 

@@ -1,11 +1,11 @@
-"""Our numbers for each replication card (interventions.cards): one function a card, each computed the way
+"""Our numbers for each replication card (findings.cards): one function a card, each computed the way
 the rest of attnviz computes it, so a card's number is the number the app shows elsewhere.
 
 - clark2019: the Head Finder's treebank scoring (analysis.score_model, to_json), relation by relation;
 - michel2019: the importance scan (ablation.importance_scan), then heads switched off together in its order;
-- wu2024: the Head Finder's retrieval scores (interventions.retrieval);
+- wu2024: the Head Finder's retrieval scores (readouts.retrieval);
 - olsson2022: the head detectors' induction score (analysis.detectors) and the loss at two places of a text;
-- gu2024: the sinks command's sink ratio (interventions.sinks);
+- gu2024: the sinks command's sink ratio (readouts.sinks);
 - wang2022: activation patching of every head on IOI prompts (interventions.patching).
 
 Every function takes `progress(done, total)`: the app's jobs raise Cancelled from it, so it is called
@@ -133,7 +133,7 @@ def michel2019(card: Card, model: LoadedModel, texts: list[str] | None = None, p
 def wu2024(card: Card, model: LoadedModel, progress: Progress = None, grid_of=None) -> dict:
     """The share of heads whose retrieval score reaches the card's threshold, on the Head Finder's prompts.
     `grid_of(haystack_tokens, n_needles, progress)` gives the RetrievalResult (the app's shared one); by
-    default it is computed here (interventions.retrieval.retrieval_heads)."""
+    default it is computed here (readouts.retrieval.retrieval_heads)."""
     haystack, n_needles = card.inputs["haystack_tokens"], card.inputs["needles"]
     if grid_of is None:
         prompts = needle_work.prompts_for(model, haystack, NEEDLES[:n_needles])

@@ -79,7 +79,7 @@ def head_figure(
     `threshold` get none (the app's default 0.02); `focus` (a position of the view) draws only that
     token's lines, in `direction` "out" (what it attends to), "in" (what attends to it) or "both".
     `pair` ("all", "ab", "ba", "aa", "bb") keeps the rows and columns of one sentence of an encoder pair
-    (`analysis.pair_filter`); a pair's sentences are divided by a line. `window` (a slice of the view's
+    (`analysis.sentence_pairs`); a pair's sentences are divided by a line. `window` (a slice of the view's
     positions, rows and columns alike) shows part of a long input, as the app's window slider does
     beyond 96 tokens; None shows every position. `causal` (masked cells drawn as such in the heatmap)
     defaults to the trace's own `metadata["causal"]`.

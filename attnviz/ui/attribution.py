@@ -1,4 +1,4 @@
-"""The Explore page's direct logit attribution (interventions.attribution): a layers x heads grid of each
+"""The Explore page's direct logit attribution (readouts.attribution): a layers x heads grid of each
 head's direct contribution to the target's logit (minus a contrast's) in a diverging scale, clickable to the
 head, the MLPs beside it, the rule in words, and what the selected head promotes and suppresses."""
 

@@ -1,4 +1,4 @@
-"""The Findings page: replication cards (interventions.cards), each a published finding about heads with the
+"""The Findings page: replication cards (findings.cards), each a published finding about heads with the
 paper's numbers beside ours on the loaded model and a verdict. Each card is a heavy action (ui/heavy.py:
 progress, Cancel, the heavy-work slot); workbench.findings computes, caches and shares its report."""
 

@@ -1,4 +1,4 @@
-"""The Explore page's logit lens (interventions.logit_lens): the residual stream after every layer and every
+"""The Explore page's logit lens (readouts.logit_lens): the residual stream after every layer and every
 attention sub-block read through the model's own final norm and head, at one position: the rank and
 probability of a target token across reads, the top tokens of each read, and the layers x positions picture
 of top-1 tokens."""

@@ -1,6 +1,6 @@
 """The query-key view of one head (bertviz's neuron view, on the model's own queries and keys), drawn in the
 Explore page's head detail, for a full or a long text. The queries and keys come from
-workbench.lenses.query_keys (one more recorded pass) or a long text's reduced trace; the arithmetic from
+workbench.attention_lenses.query_keys (one more recorded pass) or a long text's reduced trace; the arithmetic from
 attnviz.analysis.query_key."""
 
 from __future__ import annotations

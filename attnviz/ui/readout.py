@@ -43,7 +43,7 @@ def opening(model, title_key: str, caption_key: str, paired: bool, trace, source
 
 
 def position(trace, source: str, text: str, prefix: str) -> int:
-    """The position read, default the last token (an encoder's mask: interventions.readout.default_position),
+    """The position read, default the last token (an encoder's mask: readouts.recorded_run.default_position),
     and the default again whenever the text changes (a lens is read at the prediction, as TransformerLens
     and the LLM Transparency Tool do)."""
     default = work.default_position(workbench(), source, text)

@@ -1,4 +1,4 @@
-"""The Explore page's information-flow routes (interventions.routes; Ferrando & Voita 2024): the graph of
+"""The Explore page's information-flow routes (readouts.routes; Ferrando & Voita 2024): the graph of
 heads and MLPs that carry the prediction at one position, pruned at a threshold the visitor sets, drawn
 layer by layer; a click on a head opens it."""
 

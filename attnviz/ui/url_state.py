@@ -36,7 +36,7 @@ MAX_LIST = 2048  # heads in a link's list of heads switched off (a 48 x 40 model
 MAX_CONTINUATION = 500  # characters, as the continuation input's max_chars
 
 
-MAX_PAIR_TEXT = 2_000  # characters, as the minimal pair's Second sentence input (ui/pairs.py)
+MAX_PAIR_TEXT = 2_000  # characters, as the minimal pair's Second sentence input (ui/minimal_pairs.py)
 
 
 def _text(limit: int):
@@ -67,10 +67,10 @@ QUERY_KEYS = {
     # Head ablation (ui/ablation.py): heads as "layer.head" and whole layers, comma-separated; a continuation.
     "off": lambda v: _list(v, HEAD_LABEL), "off_layers": lambda v: _list(v, INDEX),
     "cont": _text(MAX_CONTINUATION),
-    # Lenses and the query-key view (ui/lenses.py)
+    # Lenses and the query-key view (ui/attention_lenses.py)
     "lens": _choice("raw", "value", "rollout", "flow"), "lens_norm": lambda v: {"0": False, "1": True}.get(v),
     "query": lambda v: int(v) if INDEX.fullmatch(v) else None,
-    # Minimal pairs (ui/pairs.py): the second sentence
+    # Minimal pairs (ui/minimal_pairs.py): the second sentence
     "compare": _text(MAX_PAIR_TEXT),
     # The decoder's first token set aside (ui/view_options.py); the visitor's language, one of ui/strings.LANGUAGES
     "first_aside": lambda v: {"0": False, "1": True}.get(v),

@@ -1,4 +1,4 @@
-"""Lens weights (analysis.lenses: value-weighted, rollout, flow) and the query-key view's queries and keys,
+"""Lens weights (analysis.attention_lenses: value-weighted, rollout, flow) and the query-key view's queries and keys,
 from one more recorded forward pass; shared like the views, under the memory budget. Their views are
 workbench.views'."""
 
@@ -50,7 +50,7 @@ def lens_attentions(bench: Workbench, name: str, text: str, text_pair: str | Non
 
 
 def compute_flow(bench: Workbench, name: str, text: str, text_pair: str | None, progress=None) -> np.ndarray:
-    """Attention flow (analysis.lenses.flow, at most FLOW_MAX_TOKENS tokens), computed once and shared."""
+    """Attention flow (analysis.attention_lenses.flow, at most FLOW_MAX_TOKENS tokens), computed once and shared."""
     done = bench.views.get(("lens", name, text, text_pair, "flow", None))
     if done is not None:
         return done

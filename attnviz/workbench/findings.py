@@ -1,4 +1,4 @@
-"""The Findings page's computations: each replication card's report (interventions.cards.report) on the
+"""The Findings page's computations: each replication card's report (findings.cards.report) on the
 loaded model, computed once per (card, model, data) under the memory budget and shared with every visitor,
 as the retrieval heads are (workbench.retrieval); a card whose need passes the host's budget says so
 before it starts (`too_large`)."""

@@ -1,4 +1,4 @@
-"""The Learn page's MLA row: KV cache bytes per token of MHA, GQA, MQA and MLA (interventions.latent_kv) at the
+"""The Learn page's MLA row: KV cache bytes per token of MHA, GQA, MQA and MLA (attention_kinds.latent_kv) at the
 original Transformer's size and at the loaded model's, measured once per size and shared by every visitor."""
 
 from __future__ import annotations

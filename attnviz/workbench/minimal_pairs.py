@@ -25,7 +25,7 @@ def difference(bench: Workbench, name: str, text: str, second: str):
 
 
 def preference(bench: Workbench, model, name: str, pair, text: str, second: str):
-    """Which sentence of `pair` the model prefers (interventions.preference), computed once."""
+    """Which sentence of `pair` the model prefers (readouts.preference), computed once."""
     def compute():
         n_tokens = max(len(model.encode(s).ids) for s in (text, second))
         with bench.reserve(batch_bytes.scan_bytes(model, n_tokens, 1)):

@@ -1,6 +1,6 @@
 """One head's queries and keys across a corpus (AttentionViz) for the Explore page: the corpora a visitor can
 pick (the built-in probe sentences, a treebank of the reference data, an uploaded file), and the map computed
-once per (model, head, corpus) and shared, under the memory budget (interventions.qkmap computes it)."""
+once per (model, head, corpus) and shared, under the memory budget (readouts.qkmap computes it)."""
 
 from __future__ import annotations
 

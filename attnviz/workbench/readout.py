@@ -37,7 +37,7 @@ def is_short(n_tokens: int) -> bool:
 
 
 def default_position(bench: Workbench, name: str, text: str) -> int:
-    """Where the views read by default (interventions.readout.default_position)."""
+    """Where the views read by default (readouts.recorded_run.default_position)."""
     model = model_for(bench, name)
     return recorded_run.default_position(model, recorded_run.encode_text(model, text))
 
@@ -84,7 +84,7 @@ def _computed(bench: Workbench, key: tuple, compute, nbytes, progress=None):
 
 
 def logit_lens(bench: Workbench, name: str, text: str, position: int, target: str | None, progress=None):
-    """interventions.logit_lens.logit_lens of `text` at `position`, following `target` (default: the model's
+    """readouts.logit_lens.logit_lens of `text` at `position`, following `target` (default: the model's
     own top prediction)."""
     return _computed(bench, lens_key(name, text, position, target),
                      lambda model, run: lens_work.logit_lens(model, text, position, target or None, run=run),
@@ -93,7 +93,7 @@ def logit_lens(bench: Workbench, name: str, text: str, position: int, target: st
 
 def attribution(bench: Workbench, name: str, text: str, position: int, target: str | None, contrast: str | None,
                 progress=None):
-    """interventions.attribution.attribute of `target` (minus `contrast`) at `position`."""
+    """readouts.attribution.attribute of `target` (minus `contrast`) at `position`."""
     return _computed(bench, attribution_key(name, text, position, target, contrast),
                      lambda model, run: attribution_work.attribute(model, text, target or None, contrast or None,
                                                                    position, run=run),
@@ -113,7 +113,7 @@ def head_tokens(bench: Workbench, name: str, result, key: tuple, layer: int, hea
 
 
 def routes(bench: Workbench, name: str, text: str, position: int, threshold: float, progress=None):
-    """interventions.routes.routes at `position`, pruned at `threshold`."""
+    """readouts.routes.routes at `position`, pruned at `threshold`."""
     return _computed(bench, routes_key(name, text, position, threshold),
                      lambda model, run: routes_work.routes(model, text, position, threshold, run=run),
                      lambda r: 200 * (len(r.nodes) + len(r.edges)) + 4096, progress)

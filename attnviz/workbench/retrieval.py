@@ -41,7 +41,7 @@ def grid_result(bench: Workbench, name: str, haystack_tokens: int, n_needles: in
 
 def retrieval_grid(bench: Workbench, model, name: str, haystack_tokens: int, n_needles: int, progress=None):
     """Every head's retrieval score on the first n_needles built-in needles in haystack_tokens of filler
-    (interventions.retrieval.retrieval_heads); the caller holds the heavy-work slot."""
+    (readouts.retrieval.retrieval_heads); the caller holds the heavy-work slot."""
     key = ("retrieval", name, haystack_tokens, n_needles)
     done = bench.views.get(key)
     if done is not None:  # another visitor's identical run finished while this one waited for the slot
@@ -63,7 +63,7 @@ def ablation_result(bench: Workbench, name: str, haystack_tokens: int, n_needles
 def ablation(bench: Workbench, model, name: str, haystack_tokens: int, n_needles: int, n_off: int, grid,
              progress=None):
     """The needles with the n_off best retrieval heads of `grid` off, against as many random heads off
-    (interventions.retrieval.ablation_comparison); the caller holds the heavy-work slot."""
+    (readouts.retrieval.ablation_comparison); the caller holds the heavy-work slot."""
     key = ("retrieval_off", name, haystack_tokens, n_needles, n_off)
     done = bench.views.get(key)
     if done is not None:

@@ -1,6 +1,6 @@
 """Sink anatomy (Gu et al. 2024) for the Explore page: every head's mean weight on the first token over the
 built-in texts or the visitor's file, with the first key's geometry; computed once per (model, texts) and
-shared, under the memory budget (interventions.sinks computes it)."""
+shared, under the memory budget (readouts.sinks computes it)."""
 
 from __future__ import annotations
 

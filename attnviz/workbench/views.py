@@ -1,6 +1,6 @@
 """The views the Explore page draws: raw weights or a lens's (value-weighted, rollout, flow), at token or word
 level, special tokens hidden or not, the first token set aside or not. `view` is the one place that decides
-between the trace's raw weights (workbench.traces) and a lens's weights (workbench.lenses); every view is
+between the trace's raw weights (workbench.traces) and a lens's weights (workbench.attention_lenses); every view is
 shared like the trace, under the memory budget."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, lev
 
 def float16_lens_view(bench: Workbench, name: str, text: str, text_pair: str | None, level: str, hide_special: bool,
                       lens: str, normalise: bool, first_aside: bool):
-    """(view, peak) of the shared float16 lens weights (workbench.lenses.lens_attentions)."""
+    """(view, peak) of the shared float16 lens weights (workbench.attention_lenses.lens_attentions)."""
     weights = lens_attentions(bench, name, text, text_pair, lens, normalise)
     if weights is None:
         raise ValueError(f"the {lens} lens has not been computed for this text")

@@ -1,4 +1,4 @@
-"""AppTest of the Explore page's minimal pairs (ui/pairs.py): the Second sentence input and the built-in
+"""AppTest of the Explore page's minimal pairs (ui/minimal_pairs.py): the Second sentence input and the built-in
 pair pick, the per-head difference grid and one head's difference against a direct computation, the
 preference against attnviz.readouts.preference, the URL state and the Chinese strings."""
 

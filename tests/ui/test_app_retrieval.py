@@ -1,5 +1,5 @@
 """AppTest of the Head Finder page's retrieval-heads section (attnviz/ui/retrieval.py): on SmolLM2 the grid
-is a heavy action whose result equals interventions.retrieval run directly, then the top heads switched off
+is a heavy action whose result equals readouts.retrieval run directly, then the top heads switched off
 against random ones; an encoder gets a note instead; the Chinese labels."""
 
 from __future__ import annotations
