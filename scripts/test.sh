@@ -19,4 +19,4 @@ NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site_
 # Two workers, one per core of CI's machine; a file's tests stay on one worker (tests/conftest.py groups them),
 # so a module's fixtures (an AppTest, a tiny model, a server) are built once. Extra arguments go to pytest:
 # `-m "not slow"`, a path, ...
-.venv/bin/python -m pytest -q -n "${ATTNVIZ_TEST_WORKERS:-2}" --dist loadgroup "$@"
+.venv/bin/python -m pytest -q -n "${ATTNVIZ_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -171,12 +171,6 @@ def _uses(item, signs: tuple[str, ...]) -> bool:
     return any(sign in _source(function) for function in functions if function is not None for sign in signs)
 
 
-# Fixtures that hold a model loaded through transformers (minutes of dequantising): the tests that use them share
-# one worker, so the suite loads each once, as a serial run does.
-HF_REFERENCE_FIXTURES = {"smollm_causal_reference", "smollm_reference"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
@@ -186,15 +180,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.apptest)
         if _uses(item, REAL_MODEL_SIGNS):
             item.add_marker(pytest.mark.real_model)
-    # Parallel runs (scripts/test.sh: -n 2 --dist loadgroup): a file is one unit of work, so its module fixtures
-    # are built once; the files that use HF's reference model are one unit. Units holding a slow test go first,
-    # so that the long ones overlap the many short ones instead of running alone at the end.
-    group_of = {}
-    for item in items:
-        uses_hf = HF_REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ()))
-        group_of[item] = "hf_reference" if uses_hf else Path(str(item.fspath)).relative_to(ROOT).as_posix()
-    for item in items:
-        if not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(group_of[item]))
-    slow_groups = {group_of[item] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: group_of[item] not in slow_groups)  # stable: a file keeps its own order
+    # A parallel run (scripts/test.sh: -n 2 --dist loadfile) keeps a file on one worker, so its module fixtures
+    # are built once. Files holding a slow test go first, so that the long ones overlap the many short ones
+    # instead of running alone at the end (a stable sort: a file keeps its own order).
+    slow_files = {item.fspath for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.fspath not in slow_files)
