@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.analysis.views import completed_text
 from attnviz.attention_kinds.decoding import greedy_decode
+from attnviz.ui import long_explore
 from attnviz.workbench import OverBudget, completion, shelf, traces
 from tests.conftest import SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
@@ -123,10 +124,16 @@ def test_the_reduced_download_of_an_evicted_trace_says_so(monkeypatch):
     at.button(key="reduced_npz_prepare").click().run()
     assert_clean(at)
     assert exports(at) == ["Download Reduced views (NPZ)"]
-    monkeypatch.setattr(traces, "held_reduced", lambda *args: None)  # the store let it go since the page drew
-    # The page, finding no trace, may start the long run again; let it finish (its speed depends on the machine's
-    # load: two test workers made this race) before reading what the page says.
-    finish_jobs(at.button(key="reduced_npz_prepare").click().run())
+    build = long_explore.reduced_npz_of
+
+    def evicted_as_it_is_built(bench, key):
+        # The store lets the trace go as the file is built, after the page drew. (Gone from the start, the page
+        # would start the long run again and the click would race that run: two test workers lost the race.)
+        monkeypatch.setattr(traces, "held_reduced", lambda *args: None)
+        return build(bench, key)
+
+    monkeypatch.setattr(long_explore, "reduced_npz_of", evicted_as_it_is_built)
+    at.button(key="reduced_npz_prepare").click().run()
     assert_clean(at)
     assert not exports(at)
     assert any(w.value.startswith("The long text's views were computed but") for w in at.warning)
