@@ -81,6 +81,27 @@ def _check_arguments(source, max_tokens: int, device, device_map, max_memory, of
         raise ValueError("max_memory and offload_folder go with a device_map (e.g. device_map='auto')")
     if device_map is not None and device is not None:
         raise ValueError("give either device or device_map, not both")
+    if device is not None:
+        check_device(device)
+
+
+def check_device(device) -> None:
+    """Refuse, with a sentence, a device this machine does not have ("cuda:9" on one GPU, "cuda" on none) and
+    the "meta" device, which holds shapes and no numbers: a model there loads but can compute nothing."""
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{device!r} is not a device: give 'cpu', 'cuda', 'cuda:N' or 'mps'") from error
+    if where.type == "meta":
+        raise ValueError("'meta' holds tensors' shapes and no numbers: a model there cannot compute attention; "
+                         "give 'cpu', 'cuda' or 'mps'")
+    if where.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (where.index is not None and where.index >= count):
+            have = f"{count} CUDA device(s): cuda:0..cuda:{count - 1}" if count else "no CUDA device"
+            raise ValueError(f"no device {device!r}: this machine has {have}")
+    if where.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("no device 'mps': this machine has no Apple GPU")
 
 
 class _SizeGate:

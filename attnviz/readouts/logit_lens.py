@@ -14,6 +14,7 @@ input plus the attention output (the MLP's share left out).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +117,8 @@ def logit_lens(model: LoadedModel, text: str, position: int | None = None, targe
     the model's own top prediction there), and (with `grid`) every block read's top-1 token at every
     position. `run`: a pass of `text` already recorded with at least LENS_NAMES (recorded_run.recorded_run), read at
     `position`."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a whole number of at least 1 (the top tokens kept per read), got {k!r}")
     target_id = recorded_run.token_id(model, target)  # a bad target is refused before the run
     run = run.at(position) if run is not None else recorded_run.recorded_run(model, text, LENS_NAMES, position)
     module, where = model.module, run.position

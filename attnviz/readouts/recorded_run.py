@@ -7,6 +7,7 @@ to read the stream through: `require_head` says so plainly."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 
 import torch
@@ -82,6 +83,9 @@ def default_position(model: LoadedModel, enc) -> int:
 def resolve_position(n_tokens: int, position: int | None, default: int) -> int:
     if position is None:
         return default
+    if isinstance(position, bool) or not isinstance(position, numbers.Integral):
+        raise ValueError(f"position must be a whole number (a token index), got {position!r}")
+    position = int(position)
     if not -n_tokens <= position < n_tokens:
         raise ValueError(f"position {position} is outside the text's {n_tokens} tokens (0..{n_tokens - 1}, or "
                          "negative from the end)")

@@ -66,3 +66,14 @@ def test_unknown_paths_and_ids_fail_clearly(tmp_path, monkeypatch):
         attnviz.load("nobody/no-such-model-xyz")
     with pytest.raises(ValueError, match="give a model"):
         attnviz.load("  ")
+
+
+@pytest.mark.parametrize("device, said", [("meta", "'meta' holds tensors' shapes and no numbers"),
+                                          ("cuda:9", "no device 'cuda:9'"),
+                                          ("gpu", "'gpu' is not a device")])
+def test_a_device_the_machine_does_not_have_is_refused_before_anything_is_read(device, said, tmp_path):
+    """The check comes before the source is even looked up: a folder that does not exist is not the error."""
+    if device == "cuda:9" and torch.cuda.device_count() > 9:
+        pytest.skip("this machine has ten GPUs")
+    with pytest.raises(ValueError, match=said):
+        attnviz.load(str(tmp_path / "no-such-model"), device=device)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -169,3 +170,18 @@ def test_smollm_attribution_sums_and_the_lens_ends_on_its_prediction_through_the
     assert len(lens["top1"]) == 31 and lens["position"] == len(lens["tokens"]) - 1
     assert main(["attribute", "--model", "smollm", "--text", text, "--target", " qzxjvwq"]) == 2
     assert "not one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("position, k, said", [(1.5, 5, "position must be a whole number"),
+                                                (True, 5, "position must be a whole number"),
+                                                (99, 5, "outside the text's"),
+                                                (None, -3, "k must be a whole number of at least 1"),
+                                                (None, 0, "k must be a whole number of at least 1"),
+                                                (None, 2.5, "k must be a whole number of at least 1")])
+def test_an_ill_formed_position_or_k_is_a_sentence_not_an_index_error(family, position, k, said):
+    _, _, model, ids = family
+    run = _run(model, ids, logit_lens.LENS_NAMES, T - 1)
+    with pytest.raises(ValueError, match=said):
+        logit_lens.logit_lens(model, "", position, k=k, run=run)
+    assert logit_lens.logit_lens(model, "", 2, k=1, run=run).position == 2
+    assert logit_lens.logit_lens(model, "", np.int64(-1), k=1, run=run).position == T - 1  # numpy ints are whole too
