@@ -158,8 +158,28 @@ def json_object(line: str, where: str, keys: tuple[str, ...]) -> dict:
     return record
 
 
-def read_bytes(path: str | PathLike) -> bytes:
-    return Path(path).read_bytes()
+# The most a file named on the command line or by the API may hold. The largest UD treebanks are under this; the
+# app's uploads have their own, smaller limit (.streamlit/config.toml).
+MAX_FILE_BYTES = 256 * 2**20
+
+
+def read_bytes(path: str | PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, at most `limit` of them: a device or a pipe (/dev/zero, /dev/stdin) that never ends
+    is refused before a byte is read, and a file past the limit after `limit + 1` bytes, never read whole."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{base_name(path)}: not a regular file" if path.exists() else f"{path}: no such file")
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{base_name(path)}: larger than {limit / 2**20:.0f} MiB, the most a file may hold here")
+    return data
+
+
+def read_text_lines(path: str | PathLike) -> list[str]:
+    """A UTF-8 file's non-empty lines, stripped (one text a line), read within `read_bytes`' limits."""
+    text = as_text(read_bytes(path), base_name(path))
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def base_name(path: str | PathLike) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import attnviz
 
 # attnviz.readouts.qkmap is imported inside run(): `python -m attnviz` loads torch only for a command
 # that needs it (tests/cli/test_package.py).
+from attnviz.analysis.lines import read_text_lines
 
 
 def add_parser(commands) -> None:
@@ -33,7 +33,7 @@ def _sentences(corpus: str):
         return qkmap.builtin_corpus(corpus.partition(":")[2])
     if corpus.lower().endswith(".conllu"):
         return qkmap.treebank_corpus(read_conllu_sentences(corpus))
-    return qkmap.text_corpus(Path(corpus).read_text(encoding="utf-8"))
+    return qkmap.text_corpus("\n".join(read_text_lines(corpus)))
 
 
 def run(args) -> int:

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from attnviz.analysis.lines import read_text_lines
 from attnviz.findings.cards import card, cards, report
 
 
@@ -46,7 +47,7 @@ def run(args) -> int:
         items = read_item_file("conllu", args.conllu).items
         inputs["conllu"] = Path(args.conllu).name
     if args.texts:
-        texts = [line.strip() for line in Path(args.texts).read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = read_text_lines(args.texts)
         inputs["texts"] = f"{Path(args.texts).name} ({len(texts)} texts)"
     model = attnviz.load(args.model)
     result = report(chosen, args.model, compute(chosen, model, args.model, items=items, texts=texts,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import attnviz
+from attnviz.analysis.lines import read_text_lines
 from attnviz.analysis.sink import FIRST_TOKEN_EPSILON
 
 # attnviz.readouts.sinks is imported inside run(): `python -m attnviz` loads torch only for a command
@@ -31,8 +31,7 @@ def add_parser(commands) -> None:
 
 def read_texts(path: str) -> list[str]:
     """A file's non-empty lines, stripped."""
-    lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    texts = [line for line in lines if line]
+    texts = read_text_lines(path)
     if not texts:
         raise ValueError(f"{path} has no texts (one a line)")
     return texts

@@ -257,3 +257,30 @@ def test_probe_batch_size_must_be_positive(capsys):
         main(["probe", "--model", MINILM, "--probes", "builtin:en", "--batch-size", "0"])
     assert caught.value.code == 2
     assert "argument --batch-size: expected a positive integer, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["sinks", "--model", "x", "--texts", "/dev/zero"],
+                                     ["qkmap", "--model", "x", "--layer", "0", "--head", "0", "--corpus", "/dev/zero"],
+                                     ["probe", "--model", "x", "--conllu", "/dev/zero"]])
+def test_a_file_that_never_ends_is_refused_before_it_is_read(command, capsys):
+    """/dev/zero would be read until the kernel stops the process (16.5 GB, issue 36's F5): a file the CLI reads
+    must be a regular file, and is read at most to its limit, never whole."""
+    import resource
+    import time
+
+    started, peak_before = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(command) != 0
+    assert "not a regular file" in capsys.readouterr().err
+    assert time.monotonic() - started < 30
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 200_000  # KiB: nothing was read
+
+
+def test_a_file_past_the_limit_is_refused_after_the_limit(tmp_path, monkeypatch):
+    from attnviz.analysis import lines
+
+    big = tmp_path / "texts.txt"
+    big.write_bytes(b"a line\n" * 100)
+    monkeypatch.setattr(lines, "MAX_FILE_BYTES", 64)
+    with pytest.raises(ValueError, match="texts.txt: larger than"):
+        lines.read_bytes(big, lines.MAX_FILE_BYTES)
+    assert lines.read_bytes(big, limit=700) == b"a line\n" * 100  # at the limit: read
