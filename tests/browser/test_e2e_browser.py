@@ -172,3 +172,17 @@ def test_head_finder_on_a_decoder_says_what_it_cannot_score(page):
     page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=120_000)
     assert page.locator("[data-testid=stException]").count() == 0
     page.screenshot(path=str(ROOT / "artifacts" / "head_finder_decoder.png"), full_page=True)
+
+
+def test_addresses_in_a_shared_link_are_shown_and_never_links(page):
+    """Issue 36's F3: a bare www. or https:// address (or an e-mail) in a link's model or text is shown as
+    text, in the sidebar's refusal, the main warning and the chips alike, and nowhere becomes a link."""
+    url = page.url.split("?")[0]
+    text = "www.evil.example/a https://evil.example/b HTTP://evil.example/c me@evil.example zebra"
+    page.goto(f"{url}?model={quote('www.evil.example/login')}&text={quote(text)}")
+    page.wait_for_selector("[data-testid=stApp]")
+    page.wait_for_function(GRID_HAS, arg="zebra", timeout=120_000)
+    assert page.locator("a[href*='evil'], a[href^='mailto']").count() == 0
+    shown = page.inner_text("[data-testid=stApp]").replace("\u200b", "")
+    assert "www.evil.example/login" in shown  # the refused model is named, as text
+    assert page.locator("[data-testid=stException]").count() == 0
