@@ -37,14 +37,12 @@ from attnviz.readouts.predictions import (
 QUANTITIES = ("continuation", "next_token", "mask_fill", "embedding")
 
 
-
 class ScanStopped(Exception):
     """`importance_scan` was told to stop (its `should_stop()` returned True)."""
 
 
-
 def default_quantity(model: LoadedModel, continuation: str | None = None) -> str:
-    """What an ablation of this model is measured by (the order of the module docstring)."""
+    """What an ablation of this model is measured by (in the order of attnviz.readouts.predictions' docstring)."""
     if model.config.causal:
         return "continuation" if continuation else "next_token"
     return "mask_fill" if has_mlm_head(model) else "embedding"

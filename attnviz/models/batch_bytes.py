@@ -9,9 +9,7 @@ from attnviz.models.loaded_model import LoadedModel
 # What one batch of an importance scan may hold in transient activations (bytes); the app reserves this
 # much before a scan (see `scan_bytes`).
 SCAN_BATCH_BYTES = 256 * 2**20
-
-MAX_SCAN_BATCH = 64
-
+MAX_SCAN_BATCH = 64  # rows: past this a CPU batch gains nothing
 
 
 def scan_bytes(model: LoadedModel, n_tokens: int, batch: int, scored: int | None = None) -> int:

@@ -26,7 +26,6 @@ from attnviz.transformer.record import Recorder
 TOP_K = 5
 
 
-
 class Prediction(NamedTuple):
     text: str  # the token's text as the tokenizer decodes it alone (a leading space shows as one)
     logprob: float  # natural log
@@ -35,7 +34,6 @@ class Prediction(NamedTuple):
     @property
     def prob(self) -> float:
         return float(np.exp(self.logprob))
-
 
 
 # --- the quantities --------------------------------------------------------------------------------------

@@ -3,16 +3,12 @@ words, and the language switch."""
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 from attnviz.plots import PlotText
 from attnviz.ui.escape import md
 from attnviz.ui.strings import LANGUAGES, translate
 from attnviz.ui.url_state import write_url
-
-log = logging.getLogger(__name__)
 
 
 def t(key: str, **values) -> str:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 from attnviz.ui.guard import workbench
 from attnviz.ui.language import language_switch, t
 from attnviz.ui.model_choice import get_model, model_facts, pick_model_source
 from attnviz.ui.url_state import restore_from_url, write_url
-
-log = logging.getLogger(__name__)
-
 
 # Widgets in the shared sidebar are new widgets on every page (Streamlit keys them by page), so their
 # values would reset on a page switch; re-assigning them at the top of each run keeps them.

@@ -3,15 +3,11 @@ hand-edited link may hold anything, and a value that does not parse is ignored),
 
 from __future__ import annotations
 
-import logging
 import re
 
 import streamlit as st
 
 from attnviz.ui.strings import LANGUAGES
-
-log = logging.getLogger(__name__)
-
 
 # Widget keys that live in the URL, so a copied link reproduces the view, each with the parser of what it
 # may hold: a hand-edited link may hold anything, and a value that does not parse is ignored.
