@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -177,7 +177,7 @@ def test_head_finder_on_a_decoder_says_what_it_cannot_score(page):
 def test_addresses_in_a_shared_link_are_shown_and_never_links(page):
     """Issue 36's F3: a bare www. or https:// address (or an e-mail) in a link's model or text is shown as
     text, in the sidebar's refusal, the main warning and the chips alike, and nowhere becomes a link."""
-    url = page.url.split("?")[0]
+    url = urlsplit(page.url)._replace(path="/", query="").geturl()  # Explore, whichever page a test left open
     text = "www.evil.example/a https://evil.example/b HTTP://evil.example/c me@evil.example zebra"
     page.goto(f"{url}?model={quote('www.evil.example/login')}&text={quote(text)}")
     page.wait_for_selector("[data-testid=stApp]")
