@@ -16,7 +16,7 @@ One module per job, each re-exported here as `plots.X`:
 - `query_key`: the query-key bars and products of one head and query;
 - `qk_attribution`: the query components x key components matrix of one score's terms
   (`qk_attribution_heatmap`; `qk_attribution_figure` from a `QKAttribution`);
-- `pairs`: `difference_heatmap` of a minimal pair;
+- `minimal_pairs`: `difference_heatmap` of a minimal pair;
 - `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
 

@@ -4,9 +4,9 @@
 - `slots`: the heavy-work slots; `jobs`: heavy actions in threads of their own, cancellable from the page;
 - `shared.Workbench`: the state every request goes through (stores, reservations, slots, jobs);
 - `shelf`: models under the budget;
-- one module per family of cached results: `traces` (traces, exports, figures), `lenses` (lens weights,
-  queries and keys), `views` (the views drawn: raw weights or a lens's, the one place that decides), `heads`
-  (ablation, scan, detectors), `pairs`, `finder`, `learn`, `translate`, `parity`. Each result function
+- one module per family of cached results: `traces` (traces, exports, figures), `attention_lenses` (lens
+  weights, queries and keys), `views` (the views drawn: raw weights or a lens's, the one place that decides), `heads`
+  (ablation, scan, detectors), `minimal_pairs`, `head_finder`, `learn`, `translate`, `parity`. Each result function
   takes the Workbench first and is keyed by plain values (model source, texts, options).
 """
 
