@@ -11,7 +11,7 @@ import attnviz
 
 # attnviz.readouts.qkmap is imported inside run(): `python -m attnviz` loads torch only for a command
 # that needs it (tests/cli/test_package.py).
-from attnviz.analysis.lines import read_text_lines
+from attnviz.analysis.lines import as_text, base_name, read_bytes
 
 
 def add_parser(commands) -> None:
@@ -33,7 +33,7 @@ def _sentences(corpus: str):
         return qkmap.builtin_corpus(corpus.partition(":")[2])
     if corpus.lower().endswith(".conllu"):
         return qkmap.treebank_corpus(read_conllu_sentences(corpus))
-    return qkmap.text_corpus("\n".join(read_text_lines(corpus)))
+    return qkmap.text_corpus(as_text(read_bytes(corpus), base_name(corpus)))
 
 
 def run(args) -> int:

@@ -32,9 +32,14 @@ def pick_device(device: str | None = None) -> str:
         return device
     if torch.cuda.is_available():
         return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    if _has_mps():
         return "mps"
     return "cpu"
+
+
+def _has_mps() -> bool:
+    """Whether this machine has an Apple GPU torch can use."""
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
 
 
 def load(source: str, device: str | None = None, dtype=None, max_tokens: int = 512, progress=None, *,
@@ -100,7 +105,7 @@ def check_device(device) -> None:
         if count == 0 or (where.index is not None and where.index >= count):
             have = f"{count} CUDA device(s): cuda:0..cuda:{count - 1}" if count else "no CUDA device"
             raise ValueError(f"no device {device!r}: this machine has {have}")
-    if where.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    if where.type == "mps" and not _has_mps():
         raise ValueError("no device 'mps': this machine has no Apple GPU")
 
 
