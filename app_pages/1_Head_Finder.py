@@ -2,8 +2,9 @@
 
 import streamlit as st
 
+from attnviz.ui.focus import linked
 from attnviz.ui.guard import guarded
 from attnviz.ui.head_finder import render
 
 st.set_page_config(page_title="attnviz · Head Finder", layout="wide")
-guarded(render)()
+guarded(linked(render))()

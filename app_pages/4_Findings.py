@@ -3,7 +3,8 @@
 import streamlit as st
 
 from attnviz.ui.findings import render
+from attnviz.ui.focus import linked
 from attnviz.ui.guard import guarded
 
 st.set_page_config(page_title="attnviz · Findings", layout="wide")
-guarded(render)()
+guarded(linked(render))()

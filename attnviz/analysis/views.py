@@ -19,19 +19,13 @@ def token_labels(trace: AttentionTrace) -> list[str]:
 
     - Byte pieces of one character (several tokens sharing one character span, as byte-level BPE
       splits a Chinese character) show which piece they are: "猫[1/3]", "猫[2/3]", "猫[3/3]".
-    - A piece that continues the word of the token before it, with nothing between them, shows "##"
-      before it, as BERT's vocabulary writes it: "un ##bel ##ie ##va ##bly".
+    - Otherwise a token reads as the text it stands for, a leading space kept (the plots show it as ␣): no
+      vocabulary's own marks (Ġ, ▁, ##), the same notation in every view (ui/tokens.shown_tokens).
     """
     labels = list(trace.tokens)
-    spans, words = trace.offsets, trace.word_of_token
     for start, end in piece_runs(trace):
         for k in range(start, end):
             labels[k] = f"{trace.tokens[k]}[{k - start + 1}/{end - start}]"
-    for i in range(1, len(labels)):
-        (s, _), (_, previous_end) = spans[i], spans[i - 1]
-        same_word = words[i] is not None and words[i] == words[i - 1]
-        if same_word and s == previous_end and spans[i] != spans[i - 1] and s > 0:
-            labels[i] = "##" + labels[i]
     return labels
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.views import visible_token
 from attnviz.ui.escape import md
+from attnviz.ui.focus import head_label
 from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
@@ -21,8 +22,13 @@ from attnviz.workbench import heads as head_work
 MAX_SCAN_TOKENS = 64
 
 
-def head_label(layer: int, head: int) -> str:
+def head_value(layer: int, head: int) -> str:
+    """A head as the multiselect and the link hold it ("26.0"); shown as every view writes a head ("L26 H0")."""
     return f"{layer}.{head}"
+
+
+def shown_head(value: str) -> str:
+    return head_label(*(int(n) for n in value.split(".")))
 
 
 def switched_off(heads: list[str], layers: list[int], n_heads: int) -> tuple[tuple[int, int], ...]:
@@ -48,7 +54,7 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         st.caption(t(f"ablation_caption_{kind}"))
         if has_pair:
             st.caption(t("ablation_pair_note"))
-        labels = [head_label(layer, head) for layer in range(info.n_layers) for head in range(info.n_heads)]
+        labels = [head_value(layer, head) for layer in range(info.n_layers) for head in range(info.n_heads)]
         seed_from_url("ablation_heads", [], "off")
         seed_from_url("ablation_layers", [], "off_layers")
         st.session_state["ablation_layers"] = [int(v) for v in st.session_state["ablation_layers"]]
@@ -56,6 +62,7 @@ def head_ablation(model, source: str, text: str, has_pair: bool = False) -> None
         _keep_valid("ablation_layers", list(range(info.n_layers)))
         cols = st.columns(2)
         heads = cols[0].multiselect(t("ablation_heads"), labels, key="ablation_heads", help=t("ablation_heads_help"),
+                                    format_func=shown_head,
                                     placeholder=t("choose_options"))
         layer_names = {layer: t("ablation_layer_option", layer=layer) for layer in range(info.n_layers)}
         layers = cols[1].multiselect(t("ablation_layers"), list(range(info.n_layers)), key="ablation_layers",

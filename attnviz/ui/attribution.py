@@ -10,6 +10,7 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.views import visible_token
 from attnviz.plots import readout as figures
+from attnviz.ui.focus import focus
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.language import plot_text, t
 from attnviz.ui.readout import computed, opening, token_box
@@ -27,7 +28,7 @@ def attribution_section(model, source: str, text: str, trace, paired: bool) -> N
     with middle:
         target = token_box("readout_target", "dla_target", "readout_target_help")
     with right:
-        contrast = token_box("dla_contrast", "dla_contrast", "dla_contrast_help")
+        contrast = token_box("dla_contrast", "dla_contrast", "dla_contrast_help", field="contrast")
     bench = workbench()
     key = work.attribution_key(source, text, where, target, contrast)
     result = computed("dla_run", t("dla_run"), key,
@@ -40,7 +41,8 @@ def attribution_section(model, source: str, text: str, trace, paired: bool) -> N
     if result.masked_lm:
         st.caption(t("dla_masked_lm"))
     roles = [t("readout_role_target")] + ([] if result.contrast_id is None else [t("readout_role_contrast")])
-    st.dataframe({t("column_token"): [repr(result.target_text), repr(result.contrast_text)][:len(roles)],
+    scored = [visible_token(result.target_text), visible_token(result.contrast_text or "")][:len(roles)]
+    st.dataframe({t("column_token"): scored,
                   t("readout_role"): roles}, hide_index=True, key="dla_tokens")
     line = "dla_value" if result.contrast_id is None else "dla_value_difference"
     st.markdown(t(line, value=result.value, embed=result.embed, heads=float(result.heads.sum()),
@@ -54,10 +56,10 @@ def attribution_section(model, source: str, text: str, trace, paired: bool) -> N
 
 
 def head_vocabulary(model, source: str, result, key: tuple) -> None:
-    """The selected head's (the page's layer and head) promoted and suppressed tokens at this position."""
+    """The focus head's promoted and suppressed tokens at this position."""
     n_layers, n_heads = result.heads.shape
-    layer = int(np.clip(st.session_state.get("layer", 0) or 0, 0, n_layers - 1))
-    head = int(np.clip(st.session_state.get("head", 0) or 0, 0, n_heads - 1))
+    layer = int(np.clip(focus().layer, 0, n_layers - 1))
+    head = int(np.clip(focus().head, 0, n_heads - 1))
     tokens = work.head_tokens(workbench(), source, result, key, layer, head)
     st.markdown(t("dla_head_title", layer=layer, head=head, value=float(result.heads[layer, head])))
     up, down = st.columns(2)

@@ -12,6 +12,7 @@ from attnviz.ui.attribution import attribution_section
 from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, set_focus
 from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.language import stage_label, t
@@ -24,7 +25,7 @@ from attnviz.ui.routes import routes_section
 from attnviz.ui.sidebar import sidebar
 from attnviz.ui.sinks import sink_anatomy
 from attnviz.ui.tokens import input_notices, token_chips
-from attnviz.ui.url_state import MAX_TEXT, seed_from_url, write_url
+from attnviz.ui.url_state import MAX_TEXT
 from attnviz.ui.view_options import view_options
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import parity, shelf, traces, views
@@ -49,10 +50,8 @@ def render() -> None:
     text, text_b = sentence_inputs(model)
     if not text.strip():
         st.info(t("empty_text"))
-        write_url(text=None, text_b=None, layer=None, head=None)
         return
     text_b = text_b or None
-    write_url(text=text if len(text) <= MAX_TEXT else None, text_b=text_b)
     if len(text) > MAX_TEXT or len(text_b or "") > MAX_TEXT:
         st.caption(t("link_without_text", limit=MAX_TEXT))
     if traces.is_long(model, text, text_b):  # past the full maps' length: a reduced trace
@@ -95,24 +94,20 @@ def render() -> None:
 
 
 def sentence_inputs(model) -> tuple[str, str]:
-    seed_from_url("text", EXAMPLES[0])
-    seed_from_url("text_b", "")
-
+    """The focus's text and second text. An encoder reads both as one input (sentence A and B); a decoder's
+    second text is the other sentence of a pair (minimal pairs, patching), typed below, not read here."""
     def use_example() -> None:
-        st.session_state["text"] = st.session_state["example"]
+        set_focus(text=st.session_state["example"])
 
     st.selectbox(t("examples"), EXAMPLES, key="example", on_change=use_example, index=None,
                  placeholder="…")
     limit = max_input_chars()
-    text = st.text_input(t("sentence"), key="text", max_chars=limit,
+    text = st.text_input(t("sentence"), max_chars=limit, **bound("text", "text"),
                          help=t("sentence_help", n=shelf.long_token_limit(model), full=shelf.FULL_MAPS_TOKENS))
-    text_b = ""
-    if not model.info.causal:
-        text_b = st.text_input(t("sentence_b"), key="text_b", help=t("sentence_b_help"), max_chars=limit)
-    elif st.session_state.get("text_b", "").strip():
-        # Kept for when an encoder is chosen again: re-assigning keeps the state of an undrawn widget.
-        st.session_state["text_b"] = st.session_state["text_b"]
-        st.caption(t("sentence_b_dropped"))
+    if model.info.causal:
+        return text, ""
+    text_b = st.text_input(t("sentence_b"), help=t("sentence_b_help"), max_chars=limit,
+                           **bound("text_b", "text_b"))
     return text, text_b.strip()
 
 

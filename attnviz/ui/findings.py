@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.ui.escape import md
+from attnviz.ui.focus import focus, head_label
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
@@ -28,7 +29,7 @@ def render() -> None:
 
 
 def _lang() -> str:
-    return st.session_state.get("lang", "en")
+    return focus().lang
 
 
 @st.fragment
@@ -135,7 +136,7 @@ def _number(value) -> str:
 
 
 def _heads(heads) -> str:
-    return ", ".join(f"L{layer}H{head} {score:.2f}" for layer, head, score in heads or [])
+    return ", ".join(f"{head_label(layer, head)} {score:.2f}" for layer, head, score in heads or [])
 
 
 def detail(card: work.Card, ours: dict) -> None:
@@ -173,7 +174,7 @@ def detail(card: work.Card, ours: dict) -> None:
 
 
 def _head(head) -> str:
-    return "-" if not head else f"L{head[0]}H{head[1]}"
+    return "-" if not head else head_label(*head)
 
 
 def command(card: work.Card, source: str, treebank_name: str | None) -> str:

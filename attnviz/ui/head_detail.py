@@ -68,7 +68,7 @@ def head_detail(info, view_key, scale, palette, long: bool = False) -> None:
         full, full_labels = np.asarray(view.attentions[layer, view_head], dtype=np.float32), view.labels
     st.download_button(t("download_csv"), lambda: export.head_csv(full, full_labels),
                        file_name=f"attnviz_L{layer}_H{head}.csv", mime="text/csv", on_click="ignore", key="csv")
-    write_url(layer=layer, head=head, threshold=threshold if threshold != 0.02 else None,
+    write_url(threshold=threshold if threshold != 0.02 else None,
               start=window.start or None)
 
 

@@ -15,6 +15,7 @@ from attnviz.analysis import (
 )
 from attnviz.probesets import builtin_items
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus, head_label, set_focus
 from attnviz.ui.guard import heavy_slot, refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
@@ -22,7 +23,7 @@ from attnviz.ui.patch_finder import looks_or_matters
 from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.sidebar import sidebar
 from attnviz.ui.strings import STRINGS
-from attnviz.ui.url_state import MAX_TEXT, url_value, write_url
+from attnviz.ui.url_state import MAX_TEXT
 from attnviz.ui.widgets import head_grid, word_pair_ranking
 from attnviz.workbench import head_finder, traces
 
@@ -147,10 +148,9 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
         figure = plots.score_grid(grid, f"{relation_label(relation)}: {direction_names[direction]}",
                                   best=(best["layer"], best["head"]) if best else None, text=plot_text())
         # A click opens that head's examples below (the examples' layer and head, and this direction).
-        head_grid(col, figure, f"score_grid_{direction}", f"finder_layer_{direction}", f"finder_head_{direction}",
-                  also={"finder_example_direction": direction})
+        head_grid(col, figure, f"score_grid_{direction}", also={"finder_example_direction": direction})
         col.caption(t("grid_caption", scorable=block.get("n_scorable", {}).get(direction, block["n"]),
-                      n=block["n"], best=f"L{best['layer']} H{best['head']}" if best else "-",
+                      n=block["n"], best=head_label(best["layer"], best["head"]) if best else "-",
                       accuracy=_value(best and best["accuracy"]), first=_value(base["first_word_accuracy"]),
                       offset="-" if base["best_offset"] is None else f"{base['best_offset']:+d}",
                       offset_accuracy=_value(base["best_offset_accuracy"])))
@@ -162,7 +162,7 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
         rows.append({
             t("column_direction"): direction_names[direction],
             t("column_scorable"): block.get("n_scorable", {}).get(direction, block["n"]),
-            t("column_best_head"): f"L{best['layer']} H{best['head']}" if best else "-",
+            t("column_best_head"): head_label(best["layer"], best["head"]) if best else "-",
             t("column_accuracy"): best and best["accuracy"],
             t("column_first_word_accuracy"): base["first_word_accuracy"],
             t("column_best_offset"): base["best_offset"],
@@ -203,21 +203,19 @@ def mark_cells(figure, read: int, gold: int, guess: int) -> None:
 
 def examples_for_head(model, source: str, items, direction: str, default_layer: int, default_head: int, result_key: str,
                       sink_aware: bool = False) -> None:
-    cols = st.columns(2)
-    # One pair of inputs per direction, so each starts on its own best head (again for new scores), or on a
-    # link's head; seeded through the state (not `value=`), since a click on a grid sets them too (head_grid).
-    fresh = st.session_state.get(f"_finder_scores_{direction}") != result_key
-    st.session_state[f"_finder_scores_{direction}"] = result_key
-    for key, url_key, default, limit in ((f"finder_layer_{direction}", "layer", default_layer, model.info.n_layers),
-                                         (f"finder_head_{direction}", "head", default_head, model.info.n_heads)):
-        linked = url_value(url_key)
-        if linked is not None and 0 <= linked < limit:
-            st.session_state[key] = linked
-        elif fresh or key not in st.session_state or not 0 <= st.session_state[key] < limit:
-            st.session_state[key] = default
-    layer = cols[0].number_input(t("layer"), 0, model.info.n_layers - 1, key=f"finder_layer_{direction}")
-    head = cols[1].number_input(t("head"), 0, model.info.n_heads - 1, key=f"finder_head_{direction}")
-    write_url(layer=layer, head=head)
+    # The examples are the focus head's (ui/focus.py): a click on a grid above, on any page, or these inputs
+    # set it; the direction's best head is a button away, never put in the focus unasked.
+    cols = st.columns([1, 1, 2])
+    n_layers, n_heads = model.info.n_layers, model.info.n_heads
+    current = focus()
+    layer = cols[0].number_input(t("layer"), 0, n_layers - 1, **bound(
+        f"finder_layer_{direction}", "layer", shown=current.layer if current.layer < n_layers else 0, convert=int))
+    head = cols[1].number_input(t("head"), 0, n_heads - 1, **bound(
+        f"finder_head_{direction}", "head", shown=current.head if current.head < n_heads else 0, convert=int))
+    if (layer, head) != (default_layer, default_head):
+        cols[2].button(t("finder_use_best", head=head_label(default_layer, default_head)),
+                       key=f"finder_use_best_{direction}", on_click=set_focus,
+                       kwargs={"layer": default_layer, "head": default_head})
     st.markdown(f"**{t('examples_for_head', layer=layer, head=head)}**")
     st.caption(t("examples_marks"))
     causal = bool(model.info.causal)
@@ -259,8 +257,7 @@ def show_examples(pool, example_traces, direction: str, layer: int, head: int, s
 
 def own_sentence(source: str) -> None:
     st.subheader(t("own_sentence"))
-    text = st.text_input(t("sentence"), "The keys to the cabinet are on the table.", key="finder_text",
-                         max_chars=MAX_TEXT)
+    text = st.text_input(t("sentence"), max_chars=MAX_TEXT, **bound("finder_text", "text"))
     if not text.strip():
         st.info(t("empty_text"))
         return

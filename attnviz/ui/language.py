@@ -7,12 +7,12 @@ import streamlit as st
 
 from attnviz.plots import PlotText
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus, set_focus
 from attnviz.ui.strings import LANGUAGES, translate
-from attnviz.ui.url_state import write_url
 
 
 def t(key: str, **values) -> str:
-    return translate(st.session_state.get("lang", "en"), key, **values)
+    return translate(focus().lang, key, **values)
 
 
 def plot_text() -> PlotText:
@@ -56,6 +56,7 @@ TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "fin
 
 
 def _language_changed() -> None:
+    set_focus(lang=st.session_state["lang"])
     for key in TRANSLATED_WIDGETS:
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
@@ -63,6 +64,6 @@ def _language_changed() -> None:
 
 def language_switch() -> None:
     # The options name each language in itself ("English", "中文"), whichever language is shown.
-    language = st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
-                                horizontal=True, on_change=_language_changed)
-    write_url(lang=None if language == "en" else language)  # a shared link opens in the sender's language
+    # The focus keeps the language on every page and in the link (a shared link opens in the sender's language).
+    binding = bound("lang", "lang") | {"on_change": _language_changed, "args": ()}
+    st.sidebar.radio(t("language"), list(LANGUAGES), format_func=LANGUAGES.get, horizontal=True, **binding)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.ui import learn_mla, learn_positions
+from attnviz.ui.focus import bound
 from attnviz.ui.guard import workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.kinds import extras_label, layers_label
@@ -41,7 +42,6 @@ NAMED_ROWS = {"layers", "heads", "dropout", "label_smoothing", "parameters"}
 # The conversion and the head distances run the model on the visitor's sentence: bounded apart from the
 # 512-token input limit, since they compare every pair of heads (or run the model twice).
 SENTENCE_CHARS, SENTENCE_TOKENS = 300, 128
-DEFAULT_SENTENCE = "The keys to the cabinet are on the table."
 
 
 def attention_kinds() -> None:
@@ -65,11 +65,11 @@ def render() -> None:
     learn_mla.render(model)
     attention_kinds()
     original(model)
-    text, groups = kv_sections(model, source)
+    _, groups = kv_sections(model, source)
     learn_positions.render(model, source)
     with st.expander(t("learn_code")):
         st.code(lessons.attention_source(), language="python")
-    write_url(d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens, text=text,
+    write_url(d_model=d_model, heads=n_heads, kv_heads=n_kv_heads, tokens=n_tokens,
               groups=groups)
 
 
@@ -207,8 +207,7 @@ def kv_sections(model, source: str) -> tuple[str | None, int | None]:
         st.subheader(t("learn_convert_title"))
         st.info(t("learn_no_model"))
         return None, None
-    seed_from_url("learn_text", DEFAULT_SENTENCE, "text")
-    text = st.text_input(t("learn_sentence"), key="learn_text", max_chars=SENTENCE_CHARS).strip()
+    text = st.text_input(t("learn_sentence"), max_chars=SENTENCE_CHARS, **bound("learn_text", "text")).strip()
     n = len(model.encode(text).ids) if text else 0
     usable = 2 <= n <= SENTENCE_TOKENS  # a decoder's first row is left out of the head distances
     if n > SENTENCE_TOKENS:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.trace import split_words
+from attnviz.ui.focus import focus
 from attnviz.ui.guard import workbench
 from attnviz.ui.language import plot_text, t
 from attnviz.ui.url_state import seed_from_url
@@ -32,7 +33,7 @@ FORMULAS = {
 def render(model=None, model_name: str | None = None) -> None:
     st.subheader(t("learn_pos_title"))
     st.markdown(t("learn_pos_text"))
-    sentence = st.session_state.get("learn_text") or DEFAULT_SENTENCE
+    sentence = focus().text.strip() or DEFAULT_SENTENCE
     words = [sentence[s:e] for s, e in split_words(sentence)]
     n = positions.n_positions(len(words))
     labels = words[:n] + [f"#{i}" for i in range(len(words), n)]  # a one-word sentence still has 2 positions

@@ -12,9 +12,10 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.minimal_pairs import align_texts
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus, head_label, set_focus
 from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.language import plot_text, t
-from attnviz.ui.url_state import MAX_PAIR_TEXT, seed_from_url, write_url
+from attnviz.ui.url_state import MAX_TEXT
 from attnviz.workbench import minimal_pairs as pair_store
 from attnviz.workbench.minimal_pairs import NOT_AVAILABLE, builtin_pairs, pair_from_texts
 
@@ -32,22 +33,21 @@ def _pick_builtin() -> None:
     """A built-in pair sets the Sentence (the grammatical one) and the Second sentence (its twin)."""
     pair = _builtin().get(st.session_state.get("minpair_builtin"))
     if pair is not None:
-        st.session_state["text"], st.session_state["minpair_text"] = pair.good, pair.bad
+        set_focus(text=pair.good, text_b=pair.bad)
 
 
 def minimal_pair(model, source: str, text: str, has_pair: bool = False) -> None:
     """Not a fragment: picking a built-in pair changes the Sentence above, which reruns the whole page."""
-    seed_from_url("minpair_text", "", "compare")
-    with st.expander(t("minpair_title"), expanded=bool(st.session_state["minpair_text"].strip())):
+    with st.expander(t("minpair_title"), expanded=bool(focus().text_b.strip())):
         st.caption(t("minpair_caption"))
         if has_pair:
             st.caption(t("minpair_pair_note"))
         labels = {pid: f"{pid}: {pair.good} / {pair.bad}" for pid, pair in _builtin().items()}
         st.selectbox(t("minpair_builtin"), list(labels), index=None, key="minpair_builtin", format_func=labels.get,
                      on_change=_pick_builtin, placeholder="…", help=t("minpair_builtin_help"))
-        second = st.text_input(t("minpair_second"), key="minpair_text", max_chars=MAX_PAIR_TEXT,
-                               help=t("minpair_second_help"))
-        write_url(compare=second.strip() or None)
+        # The focus's second text: an encoder's sentence B above is the same text (one second text everywhere).
+        second = st.text_input(t("minpair_second"), max_chars=MAX_TEXT, help=t("minpair_second_help"),
+                               **bound("minpair_text", "text_b"))
         comparison(model, source, text, second.strip())
 
 
@@ -79,7 +79,7 @@ def comparison(model, source: str, text: str, second: str) -> None:
     options = [f"{layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
     if st.session_state.get("minpair_head") not in options:  # first time, or another model
         st.session_state["minpair_head"] = options[int(np.argmax(grid))]
-    shown = {o: f"L{o.split('.')[0]} H{o.split('.')[1]}  ({v:.3f})" for o, v in zip(options, grid.ravel())}
+    shown = {o: f"{head_label(*map(int, o.split('.')))}  ({v:.3f})" for o, v in zip(options, grid.ravel())}
     chosen = st.selectbox(t("minpair_head"), options, key="minpair_head", format_func=shown.get,
                           placeholder=t("choose_option"))
     layer, head = (int(v) for v in chosen.split("."))

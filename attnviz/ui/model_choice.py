@@ -10,9 +10,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus
 from attnviz.ui.guard import over_budget_message, public_message, workbench
 from attnviz.ui.language import COUNTED_STAGES, stage_label, t
-from attnviz.ui.url_state import MAX_MODEL, url_value
+from attnviz.ui.url_state import MAX_MODEL
 from attnviz.workbench import OverBudget, shelf
 from attnviz.workbench.shelf import RANDOM_MODEL_NAME, ModelTooLarge, SourceRefused
 
@@ -20,30 +21,35 @@ log = logging.getLogger(__name__)
 
 
 def pick_model_source() -> str:
-    """The sidebar's model choice: a preset, or whatever the user typed (hub id, folder, .gguf)."""
+    """The sidebar's model choice, bound to the focus's model: a preset, or whatever the user typed (hub id,
+    folder, .gguf). The same on every page: no page shows another model unless it says so (get_model)."""
     st.sidebar.subheader(t("model"))
-    from_url = url_value("model")
-    if "model_preset" not in st.session_state:
-        default = from_url if from_url in shelf.PRESETS else shelf.default_model()
-        st.session_state["model_preset"] = default
-        if from_url and from_url not in shelf.PRESETS:
-            st.session_state["model_custom"] = from_url
+    asked = focus().model or shelf.default_model()
+    last_preset = st.session_state.get("model_preset")
+    preset_shown = asked if asked in shelf.PRESETS else (
+        last_preset if last_preset in shelf.PRESETS else shelf.default_model())
     # Each preset by its name without the owner, and where it comes from: the sidebar's box cut the full ids
     # ("sentence-transformers/all-MiniLI"); the full id is the caption under it.
     origins = {name: shelf.preset_origin(name) for name in shelf.PRESETS}
     shown = {name: t("preset_builtin") if origin == "builtin" else t(f"preset_{origin}", name=name.rsplit("/", 1)[-1])
              for name, origin in origins.items()}
-    preset = st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, key="model_preset", format_func=shown.get,
-                                  placeholder=t("choose_option"))
-    st.sidebar.text_input(t("model_custom"), key="model_custom", help=t("model_custom_help"),
-                          max_chars=MAX_MODEL)
-    custom = (st.session_state.get("model_custom") or "").strip()
+    preset = st.sidebar.selectbox(t("model_preset"), shelf.PRESETS, format_func=shown.get,
+                                  placeholder=t("choose_option"),
+                                  **bound("model_preset", "model", shown=preset_shown))
+    st.sidebar.text_input(t("model_custom"), help=t("model_custom_help"), max_chars=MAX_MODEL,
+                          **bound("model_custom", "model", shown="" if asked in shelf.PRESETS else asked,
+                                  convert=_typed_model))
     # A hub preset says so before anyone waits (with no route, get_model refuses it at once and says why); an
     # offline one needs no line here: its box reads "· offline" and, once loaded, `offline_note` says the rest.
-    if not custom and origins.get(preset) == "hub":
+    if asked == preset and origins.get(preset) == "hub":
         st.sidebar.caption(t("preset_from_hub" if shelf.hub_reachable() else "preset_hub_unreachable",
                              name=md(preset)))
-    return custom or st.session_state["model_preset"]
+    return asked
+
+
+def _typed_model(typed: str) -> str:
+    """The model a typed name asks for: the name, or the preset in the box above when the name is cleared."""
+    return typed.strip() or st.session_state.get("model_preset") or shelf.default_model()
 
 
 def load_failure(name: str, error: Exception) -> str:

@@ -11,6 +11,7 @@ from attnviz import plots
 from attnviz.analysis.profile import has_learned_sinks
 from attnviz.trace import ReducedTrace
 from attnviz.ui import attention_lenses as lens_ui
+from attnviz.ui.focus import set_focus
 from attnviz.ui.guard import workbench
 from attnviz.ui.kinds import kind_label
 from attnviz.ui.language import plot_text, t
@@ -98,6 +99,4 @@ def select_clicked_head(event, per_layer: bool = False) -> None:
     layer, head = (int(v) for v in points[0]["customdata"][:2])
     if st.session_state.get("_applied_click") != (layer, head):
         st.session_state["_applied_click"] = (layer, head)
-        st.session_state["layer"] = layer
-        if not per_layer:
-            st.session_state["head"] = head
+        set_focus(layer=layer) if per_layer else set_focus(layer=layer, head=head)

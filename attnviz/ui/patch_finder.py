@@ -68,5 +68,5 @@ def looks_or_matters(model, source: str) -> None:
         attention = np.full(effect.shape, 0.5)
     figure = looks_and_matters(attention, effect, t(f"relation_{relation}"), t("finder_patch_size"),
                                t("finder_patch_colour"), plot_text())
-    head_grid(st, figure, "finder_patch_grid", "finder_layer_source_to_target", "finder_head_source_to_target",
-              also={"finder_example_direction": "source_to_target"}, in_fragment=True)
+    head_grid(st, figure, "finder_patch_grid", also={"finder_example_direction": "source_to_target"},
+              in_fragment=True)

@@ -12,11 +12,15 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
+from attnviz.analysis.views import visible_token
 from attnviz.plots.patching import layer_column, residual_heatmap
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus, set_focus
 from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
+from attnviz.ui.tokens import shown_tokens
+from attnviz.ui.url_state import MAX_TEXT, MAX_TOKEN_TEXT
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import patching as work
 from attnviz.workbench.patching import builtin_patch_pairs
@@ -30,11 +34,35 @@ def _builtin() -> dict:
 
 
 def _pick() -> None:
-    """A built-in pair fills the inputs (the clean, corrupted, target and contrast boxes)."""
+    """A built-in pair fills the clean and corrupted boxes, and its target and contrast become the focus's."""
     spec = _builtin().get(st.session_state.get("patch_pair"))
     if spec is not None:
-        st.session_state.update(patch_clean=spec.clean, patch_corrupt=spec.corrupt, patch_target=spec.target,
-                                patch_contrast=spec.contrast)
+        st.session_state.update(patch_clean=spec.clean, patch_corrupt=spec.corrupt)
+        set_focus(target=spec.target, contrast=spec.contrast)
+
+
+# Agreement's tokens, while the focus has no target or contrast of its own.
+DEFAULT_TARGET, DEFAULT_CONTRAST = " are", " is"
+# A clean-minus-corrupted difference smaller than this (logits) is too small to normalise by: every cell is
+# divided by it, so noise reads as a large effect.
+MIN_GAP = 0.25
+
+
+def pair_prefixes(model, text: str, second: str, position: int | None) -> tuple[str, str]:
+    """The pair's default: each text up to the read position (its token included), the second text cut at
+    as many tokens; the whole texts while no position is set. The prediction read there is the one patched:
+    a pair that runs on past the verb reads a prediction after "table.", not the verb's."""
+    if position is None:
+        return text, second
+    cut = []
+    for one in (text, second):
+        if not one:
+            cut.append(one)
+            continue
+        offsets = model.encode(one).offsets
+        end = max((e for _, e in offsets[:position + 1]), default=len(one))
+        cut.append(one[:end] if end else one)
+    return cut[0], cut[1]
 
 
 def patching_section(model, source: str) -> None:
@@ -42,22 +70,25 @@ def patching_section(model, source: str) -> None:
         st.caption(t("patch_caption"))
         if not model.info.causal and not model.info.mlm_head:
             st.caption(t("patch_embedding_metric"))
-        # First visit: the Compare two sentences pair, and agreement's tokens.
-        state = st.session_state
-        seeds = {"patch_clean": state.get("text", ""), "patch_corrupt": state.get("minpair_text", ""),
-                 "patch_target": " are", "patch_contrast": " is"}
-        for key, value in seeds.items():
-            st.session_state.setdefault(key, value)
-        labels = {pid: f"{pid}: {spec.clean} / {spec.corrupt} → {spec.target!r} / {spec.contrast!r}"
-                  for pid, spec in _builtin().items()}
+        # The focus's pair (its text and second text), up to its read position; again whenever they change.
+        now = focus()
+        seeded = (source, now.text, now.text_b, now.pos)
+        if st.session_state.get("_patch_seeded") != seeded:
+            st.session_state["_patch_seeded"] = seeded
+            clean, corrupt = pair_prefixes(model, now.text, now.text_b, now.pos)
+            st.session_state.update(patch_clean=clean, patch_corrupt=corrupt)
+        labels = {pid: f"{pid}: {spec.clean} / {spec.corrupt} → {visible_token(spec.target)} / "
+                       f"{visible_token(spec.contrast)}" for pid, spec in _builtin().items()}
         st.selectbox(t("patch_builtin"), list(labels), index=None, key="patch_pair", format_func=labels.get,
                      on_change=_pick, placeholder="…")
         left, right = st.columns(2)
-        clean = left.text_input(t("patch_clean"), key="patch_clean", max_chars=400)
-        corrupt = right.text_input(t("patch_corrupt"), key="patch_corrupt", max_chars=400)
-        target = left.text_input(t("patch_target"), key="patch_target", help=t("patch_token_help"), max_chars=100)
-        contrast = right.text_input(t("patch_contrast"), key="patch_contrast", help=t("patch_token_help"),
-                                 max_chars=100)
+        # As long as the sentence boxes they are cut from; work.pair_of bounds the tokens.
+        clean = left.text_input(t("patch_clean"), key="patch_clean", max_chars=MAX_TEXT)
+        corrupt = right.text_input(t("patch_corrupt"), key="patch_corrupt", max_chars=MAX_TEXT)
+        target = left.text_input(t("patch_target"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
+                                 **bound("patch_target", "target", shown=now.target or DEFAULT_TARGET))
+        contrast = right.text_input(t("patch_contrast"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
+                                    **bound("patch_contrast", "contrast", shown=now.contrast or DEFAULT_CONTRAST))
         direction = st.radio(t("patch_direction"), ("denoise", "noise"), horizontal=True, key="patch_direction",
                              format_func={d: t(f"patch_{d}") for d in ("denoise", "noise")}.get)
         patch_results(model, source, clean.strip(), corrupt.strip(), target, contrast, direction)
@@ -85,28 +116,48 @@ def patch_results(model, source: str, clean: str, corrupt: str, target: str, con
         if result is None:
             return
     st.caption(t("patch_values", clean=result.clean_value, corrupt=result.corrupt_value))
+    pair_guards(model, result)
     text = plot_text()
+    receiving = result.pair.corrupt_ids if result.direction == "denoise" else result.pair.clean_ids
+    tokens = shown_tokens(model, receiving)
     grid_col, mlp_col = st.columns([4, 1])
     figure = plots.score_grid(np.asarray(result.heads), t("patch_heads_title"), diverging=True, text=text)
-    head_grid(grid_col, figure, "patch_grid", "patch_layer", "patch_head", in_fragment=True)
+    head_grid(grid_col, figure, "patch_grid", in_fragment=True)
     mlp_col.plotly_chart(layer_column(np.asarray(result.mlps), t("patch_mlps_title"), text), key="patch_mlps",
                          width="stretch")
-    st.plotly_chart(residual_heatmap(np.asarray(result.residual), list(result.tokens), t("patch_residual_title"),
-                                     text), key="patch_residual", width="stretch")
+    st.plotly_chart(residual_heatmap(np.asarray(result.residual), tokens, t("patch_residual_title"), text),
+                    key="patch_residual", width="stretch")
     if np.isnan(result.residual).any():
         st.caption(t("patch_unaligned"))
-    one_head(model, source, result, inputs)
+    one_head(model, source, result, inputs, tokens)
 
 
-def one_head(model, source: str, result, inputs: tuple) -> None:
+def pair_guards(model, result) -> None:
+    """What each run reads and where, and a warning when the pair cannot say what patching claims: the
+    corrupted run prefers the target as much as the clean one, or the difference is too small to divide by."""
+    pair = result.pair
+    if pair.metric != "logit_diff":
+        return
+    clean_tokens, corrupt_tokens = shown_tokens(model, pair.clean_ids), shown_tokens(model, pair.corrupt_ids)
+    scored = [shown_tokens(model, [i])[0] for i in (pair.target_id, pair.contrast_id) if i is not None]
+    st.caption(t("patch_reads", clean=md(clean_tokens[pair.clean_position]), clean_at=pair.clean_position,
+                 corrupt=md(corrupt_tokens[pair.corrupt_position]), corrupt_at=pair.corrupt_position,
+                 tokens=md(" − ".join(scored))))
+    gap = result.clean_value - result.corrupt_value
+    if gap <= 0:
+        st.warning(t("patch_reversed", clean=result.clean_value, corrupt=result.corrupt_value))
+    elif gap < MIN_GAP:
+        st.warning(t("patch_small_gap", gap=gap, least=MIN_GAP))
+
+
+def one_head(model, source: str, result, inputs: tuple, tokens: list[str]) -> None:
+    """The focus head (a click on the grid above, or on any grid, sets it) patched at one position at a time."""
     n_layers, n_heads = result.heads.shape
-    best = np.unravel_index(int(np.nanargmax(np.abs(result.heads))), result.heads.shape)
-    layer = int(st.session_state.get("patch_layer", best[0]))
-    head = int(st.session_state.get("patch_head", best[1]))
+    layer, head = focus().layer, focus().head
     if not (0 <= layer < n_layers and 0 <= head < n_heads):
-        layer, head = int(best[0]), int(best[1])
+        layer, head = 0, 0
     st.markdown(t("patch_head_title", layer=layer, head=head, effect=float(result.heads[layer, head])))
     values = work.head_positions(workbench(), model, *inputs, layer, head)
-    st.dataframe({t("patch_column_token"): list(result.tokens),
+    st.dataframe({t("patch_column_token"): tokens,
                   t("patch_column_effect"): [None if np.isnan(v) else round(float(v), 4) for v in values]},
                  hide_index=True, key="patch_positions")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.ui.escape import md
+from attnviz.ui.focus import set_focus
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
@@ -48,9 +49,7 @@ def _open_sentence(found) -> None:
     for point in points:
         data = point.get("customdata")
         if isinstance(data, (list, tuple)) and len(data) >= 1:
-            st.session_state["text"] = found.sentences[int(data[0])]
-            st.session_state["text_b"] = ""
-            st.session_state["layer"], st.session_state["head"] = found.layer, found.head
+            set_focus(text=found.sentences[int(data[0])], text_b="", layer=found.layer, head=found.head)
             st.session_state[OPENED] = True
             return
 

@@ -16,7 +16,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.guard import refused, workbench
 from attnviz.ui.language import t
 from attnviz.ui.qk_attribution import qk_attribution_section
-from attnviz.ui.url_state import seed_from_url, write_url
+from attnviz.ui.url_state import write_url
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import attention_lenses as lens_store
 from attnviz.workbench import shelf
@@ -32,16 +32,14 @@ def query_key_view(info, trace, source: str, text: str, text_b: str | None, laye
     labels = token_labels(trace)
     n = len(labels)
     long = isinstance(trace, ReducedTrace)  # a long text's: queries and keys kept by its pass, no maps
-    seed_from_url("qk_query", n - 1 if info.causal else min(1, n - 1), "query")
-    if not 0 <= st.session_state["qk_query"] < n:  # another text, or a stale link
-        st.session_state["qk_query"] = n - 1
     # Lazy: the body (one more recorded forward pass) runs only while the expander is open; a link with
     # `query` opens it.
     box = st.expander(t("qk_title"), expanded="query" in st.query_params, key="qk_open", on_change="rerun")
     with box:
         if not box.open:
             return
-        position = position_input(t("qk_query"), trace, "qk_query", n - 1)
+        # The focus's read position: the query whose scores are split (a link's `query` opens this view).
+        position = position_input(t("qk_query"), trace, "qk_query", n - 1 if info.causal else min(1, n - 1))
         write_url(query=position)
         with refused():
             recorded = ({"queries": trace.queries[layer], "keys": trace.keys[layer]} if long

@@ -9,9 +9,11 @@ from collections.abc import Callable
 import streamlit as st
 
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, follow_focus_change
 from attnviz.ui.guard import refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
+from attnviz.ui.url_state import MAX_TOKEN_TEXT
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import readout as work
 
@@ -43,19 +45,18 @@ def opening(model, title_key: str, caption_key: str, paired: bool, trace, source
 
 
 def position(trace, source: str, text: str, prefix: str) -> int:
-    """The position read, default the last token (an encoder's mask: readouts.recorded_run.default_position),
-    and the default again whenever the text changes (a lens is read at the prediction, as TransformerLens
-    and the LLM Transparency Tool do)."""
+    """The focus's read position; while it has none (and after another text: ui/focus.set_focus), the last
+    token (an encoder's mask: readouts.recorded_run.default_position), as a lens is read at the prediction
+    in TransformerLens and the LLM Transparency Tool."""
     default = work.default_position(workbench(), source, text)
-    if st.session_state.get(f"_{prefix}_read") != (source, text):  # another text: its own default again
-        st.session_state[f"_{prefix}_read"] = (source, text)
-        st.session_state[f"{prefix}_position"] = default
     return position_input(t("readout_position"), trace, f"{prefix}_position", default)
 
 
-def token_box(label_key: str, key: str, help_key: str) -> str | None:
-    """One token typed as text (' are', its leading space kept), or None when the box is empty."""
-    typed = st.text_input(t(label_key), key=key, help=t(help_key), max_chars=100)  # one token
+def token_box(label_key: str, key: str, help_key: str, field: str = "target") -> str | None:
+    """The focus's target (or contrast, `field`) token, typed as text (' are', its leading space kept), or
+    None when the box is empty. Typed once, it is the same in every view that reads one."""
+    typed = st.text_input(t(label_key), help=t(help_key), max_chars=MAX_TOKEN_TEXT, **bound(key, field))
+    follow_focus_change()
     return typed or None
 
 

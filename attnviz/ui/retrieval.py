@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
+from attnviz.ui.focus import head_label
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
@@ -90,7 +91,7 @@ def switch_off(model, source: str, haystack: int, n_needles: int, grid: np.ndarr
                                           f"{sum(comparison.answered_top_off)} / {n}",
                                           f"{random_found} / {n * seeds}"],
         t("retrieval_column_heads"): [
-            "", ", ".join(f"{layer}.{head}" for layer, head in comparison.top),
-            " | ".join(", ".join(f"{layer}.{head}" for layer, head in draw) for draw in comparison.random),
+            "", ", ".join(head_label(layer, head) for layer, head in comparison.top),
+            " | ".join(", ".join(head_label(layer, head) for layer, head in draw) for draw in comparison.random),
         ],
     }, hide_index=True, key="retrieval_off_table")

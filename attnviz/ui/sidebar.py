@@ -7,23 +7,16 @@ import streamlit as st
 from attnviz.ui.guard import workbench
 from attnviz.ui.language import language_switch, t
 from attnviz.ui.model_choice import get_model, model_facts, pick_model_source
-from attnviz.ui.url_state import restore_from_url, write_url
-
-# Widgets in the shared sidebar are new widgets on every page (Streamlit keys them by page), so their
-# values would reset on a page switch; re-assigning them at the top of each run keeps them.
-SHARED_WIDGETS = ("lang", "model_preset", "model_custom")
+from attnviz.ui.url_state import restore_from_url
 
 
 def sidebar():
     """Language, model picker, model facts and the memory budget. Returns (model or None, source shown). The
-    link keeps the model asked for, on every page, even while another is shown in its place."""
-    for key in SHARED_WIDGETS:
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+    language and the model asked for are the focus's (ui/focus.py): the same on every page, and in the link
+    even while another model is shown in its place (said so in the main area)."""
     restore_from_url()
     language_switch()
     source = pick_model_source()
-    write_url(model=source)
     model, shown = get_model(source)
     if model is not None:
         model_facts(model)

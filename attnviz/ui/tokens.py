@@ -8,7 +8,7 @@ import html
 import streamlit as st
 
 from attnviz import plots
-from attnviz.analysis.views import piece_runs, token_labels, word_runs
+from attnviz.analysis.views import piece_runs, token_labels, visible_token, word_runs
 from attnviz.ui.escape import md
 from attnviz.ui.language import t
 from attnviz.workbench import shelf
@@ -101,3 +101,49 @@ def _character_chip(trace, labels: list[str], a: int, b: int, token_bytes=None) 
             f'title="{html.escape(t("chip_pieces", n=b - a))}">'
             f'{_chip(shown, "×" + str(b - a), "background:#e8f0fe;outline:1px dashed #8ab4f8")}</summary>'
             f'{"".join(pieces)}</details>')
+
+
+MAX_PIECES = 4  # a UTF-8 character has at most 4 bytes, so its pieces are at most 4 tokens
+
+
+def shown_tokens(model, ids) -> list[str]:
+    """Each token as the text it stands for, the same in every table, axis and message: a leading space as
+    ␣ (never the vocabulary's Ġ, ▁ or ##), and the byte pieces of one character (byte-level BPE splits 书
+    and emoji into 2-4 tokens) joined into that character, each piece marked [k/n]: 书[1/2], 书[2/2]."""
+    ids = [int(i) for i in ids]
+    texts = model.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
+    pieces = [model.token_bytes(i) for i in ids]
+    shown, k = [], 0
+    while k < len(ids):
+        run = _character_run(pieces, k)
+        if run is None:  # a WordPiece continuation decodes alone as "##bel": the mark is the vocabulary's
+            text = texts[k][2:] if texts[k].startswith("##") and len(texts[k]) > 2 else texts[k]
+            shown.append(visible_token(text, pieces[k]))
+            k += 1
+            continue
+        end, text = run
+        shown += [f"{visible_token(text)}[{j + 1}/{end - k}]" for j in range(end - k)]
+        k = end
+    return shown
+
+
+def _character_run(pieces: list[bytes | None], k: int) -> tuple[int, str] | None:
+    """(end, text) when token k is a piece of a character that tokens k..end-1 make whole, else None."""
+    if pieces[k] is None:
+        return None
+    try:
+        pieces[k].decode("utf-8")
+        return None  # whole characters already
+    except UnicodeDecodeError:
+        pass
+    joined = pieces[k]
+    for end in range(k + 1, min(k + MAX_PIECES, len(pieces)) + 1):
+        if end > k + 1:
+            if pieces[end - 1] is None:
+                return None
+            joined += pieces[end - 1]
+        try:
+            return end, joined.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None

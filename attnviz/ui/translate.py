@@ -17,12 +17,13 @@ import streamlit as st
 from attnviz import plots
 from attnviz.analysis.alignment import alignment, best_source_words
 from attnviz.ui.escape import md
+from attnviz.ui.focus import set_focus
 from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.language import language_switch, plot_text, t
 from attnviz.ui.model_choice import load_failure
 from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.tokens import token_chips
-from attnviz.ui.url_state import restore_from_url, seed_from_url, write_url
+from attnviz.ui.url_state import restore_from_url, seed_from_url, url_value, write_url
 from attnviz.ui.widgets import head_grid, head_picker, position_input
 from attnviz.workbench import shelf, traces
 from attnviz.workbench import translate as translations
@@ -130,7 +131,13 @@ def render() -> None:
                                 help=t("translate_language_help"), placeholder=t("choose_option"))
     prefix = task_prefix(model)
     seed_from_url("translate_source", EXAMPLE, "src")
-    seed_from_url("translate_target", "", "target")
+    # Its target text's key was `target` before the focus took it: a link opened on this page still gives it.
+    legacy = None
+    if st.session_state.get("_landing_page", "Translate") == "Translate" and "url_ttarget" not in st.session_state:
+        legacy = url_value("target")
+        if legacy:  # a sentence, not the focus's target token
+            set_focus(target="")
+    seed_from_url("translate_target", legacy or "", "ttarget")
     source = st.text_area(t("translate_source"), key="translate_source", max_chars=MAX_CHARS, height=80)
     target = st.text_input(t("translate_target"), key="translate_target", max_chars=MAX_CHARS,
                            help=t("translate_target_help"))
@@ -143,7 +150,7 @@ def render() -> None:
         st.button(t("translate_use_example", target=EXAMPLE_TARGET), key="translate_use_example",
                   on_click=use_example)
     seed_from_url("translate_kind", "cross", "kind")
-    write_url(tmodel=None if name == PRESETS[0] else name, src=source, target=target, tlang=language,
+    write_url(tmodel=None if name == PRESETS[0] else name, src=source, ttarget=target, tlang=language,
               kind=st.session_state.get("translate_kind"), tprefix=prefix)
     if not source.strip():
         st.info(t("translate_empty"))
@@ -197,7 +204,7 @@ def views(trace, name: str, splittable: bool = False) -> None:
         figure = traces.keep_figure(workbench(), key,
                                     plots.model_view(attentions, row_labels=rows, col_labels=cols, text=text))
     # A click on a tile opens that head in the detail below (its layer and head selectors, then the URL).
-    head_grid(st, figure, "translate_mosaic", "translate_layer", "translate_head")
+    head_grid(st, figure, "translate_mosaic", keys=("translate_layer", "translate_head"))
     head_detail(trace, kind, n_layers, n_heads, name, splittable)
 
 
@@ -206,7 +213,8 @@ def views(trace, name: str, splittable: bool = False) -> None:
 def head_detail(trace, kind: str, n_layers: int, n_heads: int, name: str, splittable: bool) -> None:
     """One head: a fragment, so picking a layer or head redraws only this part. `splittable`: the encoder's
     scores can be attributed to earlier components (a pre-norm encoder-decoder: T5)."""
-    layer, head = head_picker(st.columns(2), n_layers, n_heads, prefix="translate_", url_prefix="t")
+    layer, head = head_picker(st.columns(2), n_layers, n_heads, prefix="translate_", url_prefix="t",
+                              follows_focus=False)
     write_url(tlayer=layer, thead=head)
     attentions, rows, cols = attention_of(trace, kind)
     figure = plots.head_heatmap(attentions[layer, head], rows, cols, causal=kind == "decoder", text=plot_text())
@@ -220,7 +228,8 @@ def head_detail(trace, kind: str, n_layers: int, n_heads: int, name: str, splitt
 def encoder_attribution(trace, name: str, layer: int, head: int) -> None:
     """T5's encoder self-attention: which earlier components made a query seek a key, its relative-position
     bucket a term of its own (the query-key attribution of Explore's head detail, on the source text)."""
-    query = position_input(t("translate_qka_query"), trace, "translate_qka_query", len(trace.tokens) - 1)
+    query = position_input(t("translate_qka_query"), trace, "translate_qka_query", len(trace.tokens) - 1,
+                           follows_focus=False)
     qk_attribution_section(trace, name, trace.texts[0], None, layer, head, query)
 
 

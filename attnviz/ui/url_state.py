@@ -32,6 +32,9 @@ MAX_LIST = 2048  # heads in a link's list of heads switched off (a 48 x 40 model
 MAX_CONTINUATION = 500  # characters, as the continuation input's max_chars
 
 
+MAX_TOKEN_TEXT = 100  # characters of a typed target or contrast token, as their inputs' max_chars
+
+
 MAX_PAIR_TEXT = 2_000  # characters, as the minimal pair's Second sentence input (ui/minimal_pairs.py)
 
 
@@ -71,6 +74,9 @@ QUERY_KEYS = {
     # The decoder's first token set aside (ui/view_options.py); the visitor's language, one of ui/strings.LANGUAGES
     "first_aside": lambda v: {"0": False, "1": True}.get(v),
     "lang": lambda v: v if v in LANGUAGES else None,
+    # The focus (ui/focus.py): the read position, and the target and contrast tokens (one token each, typed)
+    "pos": lambda v: int(v) if INDEX.fullmatch(v) else None,
+    "target": _text(MAX_TOKEN_TEXT), "contrast": _text(MAX_TOKEN_TEXT),
 }
 
 
@@ -89,9 +95,10 @@ QUERY_KEYS.update({
 
 
 # The Translate page (ui/translate.py): its own model, source and target texts (the inputs' max_chars: 500),
-# attention kind, target-language token, layer and head.
+# attention kind, target-language token, layer and head. Its target text was `target` before the focus took
+# that key for the target token; a link opened on Translate still gives it there (ui/translate.py).
 QUERY_KEYS.update({
-    "tmodel": _text(MAX_MODEL), "src": _text(500), "target": _text(500),
+    "tmodel": _text(MAX_MODEL), "src": _text(500), "ttarget": _text(500),
     "kind": _choice("cross", "encoder", "decoder"),
     "tlang": lambda v: v if re.fullmatch(r">>[A-Za-z0-9_]{1,32}<<", v, re.ASCII) else None,
     "tlayer": lambda v: int(v) if INDEX.fullmatch(v) else None,
@@ -110,8 +117,6 @@ def restore_from_url() -> None:
         value = parse(params[key]) if key in params else None
         if value is not None:
             st.session_state[f"url_{key}"] = value
-    # The language at once: every word of this first run, page names included, is in it.
-    seed_from_url("lang", "en")
 
 
 def url_value(key: str, default=None):

@@ -8,6 +8,7 @@ import streamlit as st
 from attnviz.analysis import rank_heads
 from attnviz.analysis.views import token_labels
 from attnviz.ui.escape import md
+from attnviz.ui.focus import bound, focus, follow_focus_change, set_focus
 from attnviz.ui.language import t
 from attnviz.ui.url_state import seed_from_url
 
@@ -63,16 +64,20 @@ def picked_head(event) -> tuple[int, int] | None:
 OPENED = "_grid_opened_head"  # set by a grid's click callback; a fragment then reruns the whole page
 
 
-def head_grid(container, figure, key: str, layer_key: str = "layer", head_key: str = "head",
-              also: dict | None = None, in_fragment: bool = False) -> None:
-    """A layers x heads grid whose click opens that head: the click's callback (which runs before the page,
-    so widget state may still be set) puts the head in `layer_key` / `head_key` (and `also`'s values in
-    their keys). Inside a fragment (`in_fragment`) the click reruns only the fragment, so the page is rerun
-    to draw the head where it is shown (the URL follows from there)."""
+def head_grid(container, figure, key: str, keys: tuple[str, str] | None = None, also: dict | None = None,
+              in_fragment: bool = False) -> None:
+    """A layers x heads grid whose click opens that head: the click's callback (which runs before the page)
+    makes it the focus head (ui/focus.py), so every one-head view follows, or, with `keys`, puts it in those
+    two state keys instead (the Translate page's own model); `also`'s values go into their keys. Inside a
+    fragment (`in_fragment`) the click reruns only the fragment, so the page is rerun to draw the head where
+    it is shown (the URL follows from there)."""
     def open_head() -> None:
         picked = picked_head(st.session_state.get(key))
         if picked is not None:
-            st.session_state[layer_key], st.session_state[head_key] = picked
+            if keys is None:
+                set_focus(layer=picked[0], head=picked[1])
+            else:
+                st.session_state[keys[0]], st.session_state[keys[1]] = picked
             st.session_state.update(also or {})
             st.session_state[OPENED] = True
 
@@ -86,31 +91,51 @@ def head_grid(container, figure, key: str, layer_key: str = "layer", head_key: s
 POSITION_OPTIONS = 512
 
 
-def position_input(label: str, trace, key: str, default: int) -> int:
+def position_input(label: str, trace, key: str, default: int, follows_focus: bool = True) -> int:
     """A token position: a selectbox of "i: token" for a short text, a number input for a long one (with the
-    chosen token named below it)."""
+    chosen token named below it). It shows and sets the focus's read position (`follows_focus`; the default
+    position while the focus has none or one outside this text), else a position of its own under `key`."""
     labels, n = token_labels(trace), len(trace.tokens)
-    if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < n:
-        st.session_state[key] = default  # a first run, or another text
+    if follows_focus:
+        pos = focus().pos
+        binding = bound(key, "pos", shown=pos if isinstance(pos, int) and 0 <= pos < n else default,
+                        convert=int)
+    else:
+        if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < n:
+            st.session_state[key] = default  # a first run, or another text
+        binding = {"key": key}
     if n <= POSITION_OPTIONS:
-        return st.selectbox(label, range(n), format_func=lambda i: f"{i}: {labels[i]}", key=key,
-                            placeholder=t("choose_option"))
-    position = st.number_input(label, 0, n - 1, step=1, key=key)
-    st.caption(t("position_token", token=md(labels[position])))
+        position = st.selectbox(label, range(n), format_func=lambda i: f"{i}: {labels[i]}",
+                                placeholder=t("choose_option"), **binding)
+    else:
+        position = st.number_input(label, 0, n - 1, step=1, **binding)
+        st.caption(t("position_token", token=md(labels[position])))
+    if follows_focus:
+        follow_focus_change()
     return int(position)
 
 
 def head_picker(columns, n_layers: int, n_heads: int, prefix: str = "", url_prefix: str = "",
-                head_off: str | None = None) -> tuple[int, int]:
-    """A layer and a head, picked in two of `columns`: keyed and labelled `{prefix}layer` and `{prefix}head`,
-    seeded from the link's `{url_prefix}layer` and `{url_prefix}head`, and 0 where the state is out of range
-    (a smaller model, or a stale link). `head_off`: why the head cannot be picked now (it is then disabled)."""
+                head_off: str | None = None, follows_focus: bool = True) -> tuple[int, int]:
+    """A layer and a head, picked in two of `columns`, labelled `{prefix}layer` and `{prefix}head`: the focus
+    head (`follows_focus`), else a head of their own keyed `{prefix}layer`/`{prefix}head` and seeded from the
+    link's `{url_prefix}layer`/`{url_prefix}head`; 0 where it is out of range (a smaller model, or a stale
+    link). `head_off`: why the head cannot be picked now (it is then disabled)."""
+    bindings = {}
     for name, limit in (("layer", n_layers), ("head", n_heads)):
-        seed_from_url(prefix + name, 0, url_prefix + name)
-        if not 0 <= st.session_state[prefix + name] < limit:
-            st.session_state[prefix + name] = 0
-    layer = columns[0].selectbox(t(prefix + "layer"), range(n_layers), key=prefix + "layer",
-                                 placeholder=t("choose_option"))
-    head = columns[1].selectbox(t(prefix + "head"), range(n_heads), key=prefix + "head",
-                                disabled=head_off is not None, help=head_off, placeholder=t("choose_option"))
+        key = prefix + name
+        if follows_focus:
+            value = getattr(focus(), name)
+            bindings[name] = bound(key, name, shown=value if 0 <= value < limit else 0, convert=int)
+        else:
+            seed_from_url(key, 0, url_prefix + name)
+            if not 0 <= st.session_state[key] < limit:
+                st.session_state[key] = 0
+            bindings[name] = {"key": key}
+    layer = columns[0].selectbox(t(prefix + "layer"), range(n_layers), placeholder=t("choose_option"),
+                                 **bindings["layer"])
+    head = columns[1].selectbox(t(prefix + "head"), range(n_heads), disabled=head_off is not None, help=head_off,
+                                placeholder=t("choose_option"), **bindings["head"])
+    if follows_focus:
+        follow_focus_change()
     return layer, head

@@ -17,13 +17,27 @@ def test_byte_pieces_of_one_character_say_which_piece(smollm):
     assert attention_view(trace).labels == labels  # axes and hovers read the same labels
 
 
-def test_word_pieces_show_how_they_join(minilm):
+def test_word_pieces_read_as_their_text_with_no_vocabulary_marks(minilm):
+    """One notation (the focus issue, item 4): a piece reads as the text it stands for, never with "##"."""
     trace = minilm.run("unbelievably good")
     labels = token_labels(trace)
     pieces = labels[1:-2]  # [CLS] ... good [SEP]
-    assert len(pieces) > 1 and all(p.startswith("##") for p in pieces[1:]) and not pieces[0].startswith("##")
-    assert "".join(p.removeprefix("##") for p in pieces) == "unbelievably"
+    assert len(pieces) > 1 and not any("##" in p for p in pieces)
+    assert "".join(pieces) == "unbelievably"
     assert labels[-2] == "good" and trace.tokens == minilm.run("unbelievably good").tokens
+
+
+def test_shown_tokens_join_byte_pieces_and_drop_vocabulary_marks(smollm, minilm):
+    """The patching axis and the tables (ui/tokens.shown_tokens): "Ġkey" reads "␣key", 书's two byte-level
+    pieces read 书[1/2] 书[2/2] (not 'ä¹', '¦'), an emoji as the emoji, WordPiece's "##bel" as "bel"."""
+    from attnviz.ui.tokens import shown_tokens
+    enc = smollm.encode("The key 书 🙂")
+    assert "Ġkey" in enc.tokens
+    shown = shown_tokens(smollm, enc.ids)
+    assert "␣key" in shown and "书[1/2]" in shown and "书[2/2]" in shown and "␣🙂" in shown
+    assert not any(mark in label for label in shown for mark in ("Ġ", "▁", "##", "\ufffd", "ä"))
+    enc = minilm.encode("unbelievably")
+    assert "".join(shown_tokens(minilm, enc.ids)[1:-1]) == "unbelievably"
 
 
 def test_predicted_tokens_show_whitespace_and_bytes(smollm):

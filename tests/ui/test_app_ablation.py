@@ -31,7 +31,7 @@ def mask_of(model, off) -> np.ndarray:
 def test_embedding_model_heads_and_layers_switch_off(app, minilm):
     app.text_input(key="text").input(SENTENCE).run()
     heads = app.multiselect(key="ablation_heads")
-    assert heads.label == "Heads to switch off" and len(heads.options) == 6 * 12 and heads.options[13] == "1.1"
+    assert heads.label == "Heads to switch off" and len(heads.options) == 6 * 12 and heads.options[13] == "L1 H1"
     assert any("no masked-LM head" in c.value for c in app.caption)
     assert any("Choose heads or whole layers" in i.value for i in app.info)
     heads.set_value(["0.1", "2.3"]).run()

@@ -38,7 +38,7 @@ def test_findings_page_in_both_languages(monkeypatch, tmp_path):
     # An empty reference-data folder, whatever the machine has beside the repository: clark2019 asks for an upload.
     monkeypatch.setenv(DATA_ENV, str(tmp_path))
     at = AppTest.from_file(FINDINGS, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.run()
     papers = data_words(*(text for c in cards() for text in (
         c.citation(), c.id, *c.paper_models, *(c.inputs or {}).get("texts", []), c.claim["zh"], c.rule["zh"],

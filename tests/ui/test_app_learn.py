@@ -131,7 +131,7 @@ def test_too_long_sentence_is_refused_with_a_message():
 def test_kv_groups_on_smollm2_in_chinese():
     require_offline(SMOLLM)
     at = AppTest.from_file(LEARN, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = "The keys to the cabinet are on the table."
     at.run()

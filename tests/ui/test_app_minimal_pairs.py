@@ -43,7 +43,7 @@ def test_difference_grid_and_head_match_a_direct_computation(app, minilm):
     assert any("Substitution are→is, after 5 common words and before 4" in c.value for c in app.caption)
     # all-MiniLM-L6-v2 has no masked-LM head: no preference, said so.
     assert any("Preference: not available" in info.value for info in app.info)
-    assert app.query_params["compare"] == BAD
+    assert app.query_params["text_b"] == BAD  # the focus's second text (a link's old `compare` still opens it)
 
 
 def test_same_words_and_insertions(app):
@@ -86,12 +86,12 @@ def test_link_restores_the_second_sentence_and_a_too_long_one_is_ignored():
     at.run()
     assert_clean(at)
     assert at.text_input(key="minpair_text").value == BAD
-    assert at.query_params["compare"] == BAD
+    assert at.query_params["text_b"] == BAD and "compare" not in at.query_params  # the old key, read once
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"text": GOOD, "compare": "x" * (MAX_PAIR_TEXT + 1)})
     at.run()
     assert at.text_input(key="minpair_text").value == ""
-    assert "compare" not in at.query_params
+    assert "compare" not in at.query_params and "text_b" not in at.query_params
 
 
 def test_chinese_labels(app):

@@ -246,7 +246,7 @@ def test_the_untrained_translation_model_decodes_a_few_tokens_and_offers_a_reada
     assert_clean(at)
     assert at.text_input(key="translate_target").value == EXAMPLE_TARGET
     assert "钥" in "".join(chart(at, "translate_head_view")["data"][0]["y"])  # the example's own words
-    assert at.query_params["target"] == EXAMPLE_TARGET
+    assert at.query_params["ttarget"] == EXAMPLE_TARGET
 
 
 # --- item 9: the figures' small fixes -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ def test_the_three_sections_draw_on_a_decoder(smollm):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = TEXT
-    at.session_state["dla_target"], at.session_state["dla_contrast"] = " are", " is"
+    at.query_params["target"], at.query_params["contrast"] = " are", " is"
     at.run()
     assert_clean(at)
     for key in ("lens_curve", "lens_grid", "dla_grid", "dla_mlps", "routes_graph"):

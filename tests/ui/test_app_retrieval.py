@@ -71,7 +71,7 @@ def test_an_encoder_gets_a_note():
 def test_chinese_labels():
     require_offline(MINILM)
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.run()
     assert_clean(at)
     assert any(h.value == "检索头" for h in at.subheader)

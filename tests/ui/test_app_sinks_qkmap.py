@@ -52,10 +52,12 @@ def test_a_click_on_a_point_opens_its_sentence_at_that_head(monkeypatch):
     from types import SimpleNamespace
 
     from attnviz.ui import qkmap as section
+    from attnviz.ui.focus import Focus
     from attnviz.ui.widgets import OPENED
 
-    state = {"qkmap_plot": {"selection": {"points": [{"customdata": [1, 3]}]}}, "text_b": "old"}
+    state = {"qkmap_plot": {"selection": {"points": [{"customdata": [1, 3]}]}}, "_focus": Focus(text_b="old")}
     monkeypatch.setattr(section.st, "session_state", state)
     section._open_sentence(SimpleNamespace(sentences=("First one.", "Second <b>one</b>."), layer=2, head=5))
-    assert (state["text"], state["text_b"], state["layer"], state["head"]) == ("Second <b>one</b>.", "", 2, 5)
+    focus = state["_focus"]  # the point's sentence and head become the focus (ui/focus.py)
+    assert (focus.text, focus.text_b, focus.layer, focus.head) == ("Second <b>one</b>.", "", 2, 5)
     assert state[OPENED] is True

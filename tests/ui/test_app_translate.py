@@ -67,7 +67,7 @@ def test_target_text_is_read_and_aligned():
     assert np.all(z[words.index("的")] == 0) and np.all(z.sum(axis=1)[[0, 1, 3, 4]] > 0)
     weights = table.iloc[:, 2].to_numpy(dtype=float)
     assert np.all((weights > 0) & (weights <= 1.0 + 1e-6))
-    assert at.query_params["target"] == TARGET
+    assert at.query_params["ttarget"] == TARGET
 
 
 def test_kinds_layers_and_heads_change_the_figures():
@@ -119,7 +119,7 @@ def test_a_model_that_is_not_for_translation_falls_back_with_a_message():
 
 def test_page_in_chinese():
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.run()
     at.text_input(key="translate_target").input(TARGET).run()
     clean(at)

@@ -63,7 +63,7 @@ def test_explore_decoder_in_both_languages():
     """A decoder: causal mask hovers, GQA notes, next-token predictions; loaded with the page in Chinese."""
     require_offline(SMOLLM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = "The capital of France is"
     at.run()
@@ -72,7 +72,7 @@ def test_explore_decoder_in_both_languages():
 
 def test_head_finder_in_both_languages(offline):
     at = AppTest.from_file(FINDER, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.run()
     # Built-in scores are shared by every session of the process: an earlier test's English set may show its
     # examples at once. Their sentences are data, not UI text.
@@ -92,7 +92,7 @@ def test_head_finder_in_both_languages(offline):
 
 def test_learn_in_both_languages(offline):
     at = AppTest.from_file(LEARN, default_timeout=TIMEOUT)
-    at.session_state["lang"] = "zh"
+    at.query_params["lang"] = "zh"
     at.run()
     both(at)
 

@@ -126,7 +126,7 @@ def test_section_renders_every_scheme_and_keeps_the_sentence_as_data():
 
     require_offline(MINILM)
     at = AppTest.from_file(LEARN, default_timeout=300)
-    at.session_state["learn_text"] = HOSTILE
+    at.query_params["text"] = HOSTILE
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(m.value == "**How position enters attention**" or "How position enters" in m.value

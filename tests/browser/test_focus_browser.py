@@ -1,0 +1,95 @@
+"""The researcher's path in a real browser (issue 35, "Done when"), in English and in Chinese: Explore on
+SmolLM2 with a pair, a head picked in the attribution grid, then Learn, back, Translate, back. The sentence,
+the pair, the head, the model and the language stay, in the page and in the link, on every page."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.conftest import SMOLLM, require_offline
+from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
+
+TEXT = "The keys to the cabinet"
+SECOND = "The key to the cabinet"
+SCREENSHOT = ROOT / "artifacts" / "focus_{lang}.png"
+
+# JavaScript: viewport coordinates of the cell [layer, head] of the keyed grid (its pick points carry
+# (layer, head) in customdata), scrolled into view first.
+GRID_CELL = """([key, layer, head]) => {
+    const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+    if (!gd || !gd._fullData) return null;
+    gd.scrollIntoView({block: 'center'});
+    const pick = gd._fullData.find(t => t.customdata && t.customdata.length);
+    const k = pick.customdata.findIndex(c => c[0] === layer && c[1] === head);
+    const xa = gd._fullLayout[pick.xaxis.replace('x', 'xaxis')], ya = gd._fullLayout[pick.yaxis.replace('y', 'yaxis')];
+    const box = gd.getBoundingClientRect();
+    return [xa.l2p(xa.d2l(pick.x[k])) + xa._offset + box.left, ya.l2p(ya.d2l(pick.y[k])) + ya._offset + box.top];
+}"""
+
+
+# JavaScript: do the head detail's Layer and Head boxes show these values?
+HEAD_SHOWN = """([layer, head]) => {
+    const shown = key => (document.querySelector(`.st-key-${key} input`) || {}).value;
+    return shown('layer') === layer && shown('head') === head;
+}"""
+
+
+def link(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query, keep_blank_values=True).items()}
+
+
+def go(page, index: int) -> None:
+    """Open the index-th page of the sidebar's navigation (Explore, Head Finder, Learn, Translate, Findings)."""
+    page.locator("[data-testid=stSidebarNav] a").nth(index).click()
+    page.wait_for_load_state()
+    page.wait_for_timeout(500)
+
+
+def wait_for_focus(page, wanted: dict[str, str]) -> None:
+    page.wait_for_function("""wanted => {
+        const params = new URLSearchParams(location.search);
+        return Object.entries(wanted).every(([k, v]) => params.get(k) === v);
+    }""", arg=wanted, timeout=120_000)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
+    require_offline(SMOLLM)
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(f"{url}/?model={quote(SMOLLM, safe='')}&lang={lang}&text={quote(TEXT)}&text_b={quote(SECOND)}")
+        page.wait_for_function(GRID_HAS, arg="cabinet", timeout=240_000)
+        # a head picked in the attribution grid (computed at once for a short text)
+        page.wait_for_function(GRID_CELL, arg=["dla_grid", 0, 0], timeout=120_000)
+        for _ in range(3):  # a redraw can take the first click
+            x, y = page.evaluate(GRID_CELL, ["dla_grid", 7, 5])
+            page.mouse.click(x, y)
+            try:
+                wait_for_focus(page, {"layer": "7", "head": "5"})
+                break
+            except Exception:
+                page.wait_for_timeout(1000)
+        wanted = {"model": SMOLLM, "text": TEXT, "text_b": SECOND, "layer": "7", "head": "5"}
+        wanted |= {"lang": lang} if lang != "en" else {}  # English is the default: no key
+        wait_for_focus(page, wanted)
+        # the head detail follows the clicked head
+        page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)
+        for index in (2, 0, 3, 0, 1, 0, 4, 0):  # Learn, back, Translate, back, Head Finder, back, Findings, back
+            go(page, index)
+            wait_for_focus(page, wanted)
+            assert page.locator("[data-testid=stException]").count() == 0, index
+            if index == 0:
+                page.wait_for_function(GRID_HAS, arg="cabinet", timeout=120_000)
+                assert page.locator(".st-key-text input").input_value() == TEXT
+                assert page.locator(".st-key-minpair_text input").input_value() == SECOND
+                page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)
+            if index == 2:
+                assert page.locator(".st-key-learn_text input").input_value() == TEXT
+        assert link(page).get("lang") == (lang if lang != "en" else None)
+        page.screenshot(path=str(SCREENSHOT).format(lang=lang), full_page=False)
+        browser.close()
