@@ -42,6 +42,8 @@ class Card:
     labels_note: dict | None = None
     by_model: dict | None = None  # gu2024: hub id -> the paper's row for that model (the first checked key)
     same_tolerance: float | None = None  # ... compared "within" this on that model
+    recalled: bool = False  # the paper's number is recalled (a figure read from memory): shown, never judged
+    paper_model_only: bool = False  # what it checks can be measured on the paper's own model only
 
     def citation(self) -> str:
         p = self.paper
@@ -73,7 +75,8 @@ def _card(path) -> Card:
                 needs=raw["needs"], verified=bool(raw["verified"]), verified_note=raw["verified_note"],
                 decoders_only=bool(raw.get("decoders_only", False)), inputs=raw.get("inputs"),
                 labels=raw.get("labels"), labels_note=raw.get("labels_note"), by_model=raw.get("by_model"),
-                same_tolerance=raw.get("same_tolerance"))
+                same_tolerance=raw.get("same_tolerance"), recalled=bool(raw.get("recalled", False)),
+                paper_model_only=bool(raw.get("paper_model_only", False)))
 
 
 @cache
@@ -100,34 +103,61 @@ def lookup(numbers: dict, key: str):
 
 
 def checks(card: Card, ours: dict) -> list[dict]:
-    """One row per checked key: the paper's number, ours, their difference and whether they agree."""
+    """One row per checked key: the paper's number, ours, their difference, whether they agree by the card's
+    rule (None: not measured, or the paper's number only recalled), and the rule in words (`reads`)."""
     rows = []
     for key in card.checks:
         paper, mine = lookup(card.numbers, key), lookup(ours, key)
         if mine is None or paper is None or (isinstance(mine, float) and math.isnan(mine)):
-            rows.append({"key": key, "paper": paper, "ours": mine, "difference": None, "agrees": None})
+            rows.append({"key": key, "paper": paper, "ours": mine, "difference": None, "agrees": None,
+                         "reads": "not measured"})
             continue
         difference = float(mine) - float(paper)
         agrees = {"within": abs(difference), "at_most": difference, "at_least": -difference}[card.compare] <= (
             card.tolerance + 1e-12)
         rows.append({"key": key, "paper": paper, "ours": mine, "difference": round(difference, 4),
-                     "agrees": agrees})
+                     "agrees": None if card.recalled else agrees, "reads": reads(card, paper, mine, agrees)})
     return rows
 
 
+def bound(card: Card, paper: float) -> str:
+    """The card's rule as a bound on our number: "at most 0.05", "at least 0.77", "within 0.15 of -0.4"."""
+    if card.compare == "at_most":
+        return f"at most {paper + card.tolerance:g}"
+    if card.compare == "at_least":
+        return f"at least {paper - card.tolerance:g}"
+    return f"within {card.tolerance:g} of {paper:g}"
+
+
+def reads(card: Card, paper: float, ours: float, agrees: bool) -> str:
+    """One check in words, by the card's own rule: "at most 0.05: ours 0.026, holds"; a recalled number
+    gets no verdict."""
+    if card.recalled:
+        return f"no verdict: the paper's {paper:g} is recalled, not read from the paper (ours {ours:.3f})"
+    if card.compare == "within":
+        return f"{bound(card, paper)}: ours {ours:.3f}, " + ("agrees" if agrees else f"differs by {ours - paper:+.3f}")
+    return f"{bound(card, paper)}: ours {ours:.3f}, " + ("holds" if agrees else "does not hold")
+
+
+def cannot_measure(card: Card, source: str) -> str | None:
+    """Why the card's checks cannot be measured on `source` at all (said before it runs), else None."""
+    if card.paper_model_only and not card.is_paper_model(source):
+        return (f"{', '.join(card.checks)} can be measured on the paper's model only "
+                f"({', '.join(card.paper_models)}): here the card shows its other numbers, with no verdict")
+    return None
+
+
 def verdict(card: Card, rows: list[dict]) -> str:
-    """"agrees within ..." when every checked number agrees, else what differs and by how much."""
+    """Each check by the card's rule (`reads`), led by "agrees" / "holds" when all pass, else "differs"; "no
+    verdict" for a recalled number, "not measured" when nothing could be computed."""
+    if card.recalled:
+        return "; ".join(row["reads"] for row in rows)
     measured = [row for row in rows if row["agrees"] is not None]
     if not measured:
         return "not measured: nothing the card checks could be computed on this model and data"
-    differs = [row for row in measured if not row["agrees"]]
-    bound = {"within": f"within {card.tolerance:g}", "at_most": "with ours at most the paper's bound",
-             "at_least": "with ours at least the paper's lowest"}[card.compare]
     unmeasured = f" ({len(rows) - len(measured)} not measured)" if len(measured) < len(rows) else ""
-    if not differs:
-        return f"agrees {bound} on {len(measured)} of {len(rows)} checks{unmeasured}"
-    return "differs: " + "; ".join(f"{row['key']} by {row['difference']:+.3f}" for row in differs) + (
-        f" ({bound}; {len(measured) - len(differs)} of {len(measured)} agree){unmeasured}")
+    lead = "agrees" if all(row["agrees"] for row in measured) else "differs"
+    return f"{lead}: " + "; ".join(f"{row['key']} {row['reads']}" for row in measured) + unmeasured
 
 
 def report(card: Card, source: str, ours: dict, inputs: dict | None = None) -> dict:

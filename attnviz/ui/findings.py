@@ -24,6 +24,7 @@ def render() -> None:
     st.caption(t("findings_caption"))
     if model is None:
         return
+    focus_line(source)
     for card in work.cards():
         card_view(model, source, card)
 
@@ -59,6 +60,10 @@ def card_view(model, source: str, card: work.Card) -> None:
         if not work.applies(card, model):
             st.info(t("findings_decoders_only"))
             return
+        unmeasurable = work.cannot_measure(card, source)
+        if unmeasurable is not None:  # said before anyone waits for the run
+            st.info(t("findings_cannot_measure", checks=md(", ".join(card.checks)),
+                      paper=", ".join(f"`{m}`" for m in card.paper_models)))
         items = data = name = None
         if card.needs == "conllu":
             items, data, name = treebank(card)
@@ -114,21 +119,31 @@ def show(card: work.Card, result: dict) -> None:
         t("findings_column_verdict"): [_row_verdict(card, row) for row in rows],
     }, hide_index=True, key=f"findings_checks_{card.id}")
     measured = [row for row in rows if row["agrees"] is not None]
-    if not measured:
+    if card.recalled:
+        st.info(t("findings_recalled"))
+    elif not measured:
         st.info(t("findings_not_measured"))
     elif all(row["agrees"] for row in measured):
-        st.success(t("findings_agrees_all", tolerance=card.tolerance))
+        st.success(t("findings_agrees_all"))
     else:
         st.warning(t("findings_differs_some", n=sum(not row["agrees"] for row in measured), total=len(measured)))
     detail(card, result["ours"])
 
 
 def _row_verdict(card: work.Card, row: dict) -> str:
-    if row["agrees"] is None:
+    """One check by the card's own rule: a bound reads as a bound ("at most 0.05: ours 0.026, holds"), a
+    tolerance as one, and a number the card only recalls gets no verdict (findings.cards.reads)."""
+    if row["difference"] is None:
         return t("findings_row_unmeasured")
-    if row["agrees"]:
-        return t("findings_row_agrees", tolerance=card.tolerance)
-    return t("findings_row_differs", difference=row["difference"])
+    paper, ours = float(row["paper"]), float(row["ours"])
+    if card.recalled:
+        return t("findings_row_recalled", paper=paper, ours=ours)
+    limit = {"at_most": paper + card.tolerance, "at_least": paper - card.tolerance}.get(card.compare, paper)
+    rule = t(f"findings_bound_{card.compare}", limit=limit, tolerance=card.tolerance, paper=paper)
+    if card.compare == "within":
+        return t("findings_row_agrees" if row["agrees"] else "findings_row_differs", rule=rule, ours=ours,
+                 difference=row["difference"])
+    return t("findings_row_holds" if row["agrees"] else "findings_row_fails", rule=rule, ours=ours)
 
 
 def _number(value) -> str:

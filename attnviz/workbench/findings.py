@@ -10,13 +10,13 @@ from pathlib import Path
 
 from attnviz.analysis.reference_data import data_path
 from attnviz.findings import measures as findings
-from attnviz.findings.cards import Card, cards, report
+from attnviz.findings.cards import Card, cannot_measure, cards, report
 from attnviz.workbench import retrieval
 from attnviz.workbench.head_finder import BATCH_BYTES
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import trace_bytes
 
-__all__ = ["Card", "cards"]  # the page reads the cards through here (ui imports no interventions)
+__all__ = ["Card", "cannot_measure", "cards"]  # the page reads the cards through here (ui imports no interventions)
 
 
 def data_key(data: bytes | None) -> str:

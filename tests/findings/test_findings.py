@@ -55,14 +55,22 @@ def test_every_card_states_its_claim_rule_and_data_in_both_languages():
     assert (labels["dobj"], labels["auxpass"], labels["prt"], labels["pobj"]) == ("obj", "aux:pass", "compound:prt", "")
 
 
-def test_the_verdict_agrees_within_the_tolerance_or_says_by_how_much_it_differs():
+def test_the_verdict_reads_each_check_by_the_cards_rule():
+    """Issue 35, item 8: a bound reads as a bound, a recalled number gets no verdict, and a card that cannot
+    measure on a model says so before it runs."""
     olsson = cards.card("olsson2022")  # within 0.15 of -0.4
-    assert cards.report(olsson, "m", {"icl_score": -0.3})["verdict"].startswith("agrees within 0.15")
+    assert cards.report(olsson, "m", {"icl_score": -0.3})["verdict"] == (
+        "agrees: icl_score within 0.15 of -0.4: ours -0.300, agrees")
     differs = cards.report(olsson, "m", {"icl_score": -1.0})
-    assert differs["checks"][0]["difference"] == -0.6 and "icl_score by -0.600" in differs["verdict"]
+    assert differs["checks"][0]["difference"] == -0.6 and "ours -1.000, differs by -0.600" in differs["verdict"]
     assert cards.report(olsson, "m", {"icl_score": None})["verdict"].startswith("not measured")
     wu = cards.card("wu2024")  # at most 5%
     assert [cards.report(wu, "m", {"share": s})["checks"][0]["agrees"] for s in (0.03, 0.07)] == [True, False]
+    assert cards.report(wu, "m", {"share": 0.026})["checks"][0]["reads"] == "at most 0.05: ours 0.026, holds"
+    michel = cards.report(cards.card("michel2019"), "m", {"share_prunable": 0.6})  # recalled: no verdict
+    assert michel["checks"][0]["agrees"] is None and michel["verdict"].startswith("no verdict")
+    wang = cards.card("wang2022")
+    assert cards.cannot_measure(wang, "HuggingFaceTB/SmolLM2-135M") and not cards.cannot_measure(wang, "gpt2")
     gu = cards.card("gu2024")  # another model: at least the table's lowest (0.77); the paper's own: its row
     assert [cards.report(gu, "m", {"ratio": r})["checks"][0]["agrees"] for r in (0.8, 0.7)] == [True, False]
     llama = cards.report(gu, "meta-llama/Llama-2-7b-hf", {"ratio": 0.8})
