@@ -234,7 +234,7 @@ def test_examples_of_long_items_on_smollm2(server, browser):
     expect(page.get_by_text(re.compile(r"8 items"))).to_be_visible(timeout=60_000)
     page.get_by_role("button", name="Score all heads").click(timeout=120_000)
     expect(page.get_by_text("Best heads against the baselines")).to_be_visible(timeout=300_000)
-    expect(page.get_by_text(re.compile(r"Layer \d+, head \d+ on examples"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile(r"L\d+ H\d+ on examples"))).to_be_visible(timeout=60_000)
     # A 560 x 560 heatmap cannot be read (nor sent cheaply): such items are scored, and the page says they
     # are not drawn as examples.
     expect(page.get_by_text("Items of more than 96 words are not drawn as examples").first).to_be_visible(

@@ -167,7 +167,7 @@ def test_head_finder_page_matches_the_cli(minilm, capsys):
     """The page and `python -m attnviz probe --json` give the same numbers for the same items."""
     from attnviz.__main__ import main
 
-    at = AppTest.from_file(PAGES[0], default_timeout=TIMEOUT).run()
+    at = AppTest.from_file(str(ROOT / "app_pages" / "1_Head_Finder.py"), default_timeout=TIMEOUT).run()
     at.selectbox(key="finder_relation").set_value("subject-verb").run()
     finish_jobs(at.button(key="run_probe").click().run())
     assert_clean(at)

@@ -54,10 +54,10 @@ def test_retrieval_grid_and_switching_heads_off(smollm):
     retrieved = table["needles retrieved"].tolist()
     assert retrieved[0] == "1 / 1" and retrieved[1] in ("0 / 1", "1 / 1") and retrieved[2].endswith(" / 3")
     top = top_heads(expected.grid, 5)
-    assert table["switched off (layer.head)"].tolist()[1] == ", ".join(f"{layer}.{head}" for layer, head in top)
-    draws = table["switched off (layer.head)"].tolist()[2].split(" | ")
+    assert table["switched off"].tolist()[1] == ", ".join(f"L{layer} H{head}" for layer, head in top)
+    draws = table["switched off"].tolist()[2].split(" | ")
     assert len(draws) == 3 and all(len(d.split(", ")) == 5 and not set(d.split(", ")) & {
-        f"{layer}.{head}" for layer, head in top} for d in draws)
+        f"L{layer} H{head}" for layer, head in top} for d in draws)
 
 
 def test_an_encoder_gets_a_note():
