@@ -13,6 +13,7 @@ from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
 from attnviz.ui.focus import bound, set_focus
+from attnviz.ui.focus_line import focus_line
 from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.head_detail import head_detail
 from attnviz.ui.language import stage_label, t
@@ -78,19 +79,34 @@ def render() -> None:
         return
     highlight = token_focus(trace)
     full_mosaic(view, trace, highlight, palette, scale, view_key)
-    head_detail(model.info, view_key, scale, palette)
-    next_token_predictions(model, (source, text, text_b))
-    logit_lens_section(model, source, text, trace, text_b is not None)
-    attribution_section(model, source, text, trace, text_b is not None)
-    routes_section(model, source, text, trace, text_b is not None)
-    ablation.head_ablation(model, source, text, text_b is not None)
-    pairs_ui.minimal_pair(model, source, text, text_b is not None)
-    patching_section(model, source)
-    head_detectors(model, source)
-    sink_anatomy(model, source)  # its own section (ui/sinks.py)
-    qk_corpus_map(model, source)  # its own section (ui/qkmap.py)
-    parity_badge(model, text, text_b)
-    exports(model, text, text_b)
+    focus_line(source, trace)
+    # The views by the question they answer, one tab each, so the page is as long as one question's views
+    # (it was 9,400 px collapsed, 14,000 px in use). A tab is drawn in the browser without a rerun; the
+    # focus carries the head, position and target from one tab to the next.
+    paired = text_b is not None
+    looks, writes, matters, which, check = st.tabs([t(f"tab_{name}") for name in QUESTIONS])
+    with looks:
+        head_detail(model.info, view_key, scale, palette)  # the one head, and why it looks there (query-key)
+    with writes:
+        next_token_predictions(model, (source, text, text_b))
+        logit_lens_section(model, source, text, trace, paired)
+        attribution_section(model, source, text, trace, paired)
+        routes_section(model, source, text, trace, paired)
+    with matters:
+        ablation.head_ablation(model, source, text, paired)
+        pairs_ui.minimal_pair(model, source, text, paired)
+        patching_section(model, source)
+    with which:
+        head_detectors(model, source)
+        sink_anatomy(model, source)  # its own section (ui/sinks.py)
+        qk_corpus_map(model, source)  # its own section (ui/qkmap.py)
+    with check:
+        parity_badge(model, text, text_b)
+        exports(model, text, text_b)
+
+
+# Explore's questions, in the order of its tabs (ui/locales: tab_<name>).
+QUESTIONS = ("looks", "writes", "matters", "which", "check")
 
 
 def sentence_inputs(model) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from attnviz.analysis import (
 from attnviz.probesets import builtin_items
 from attnviz.ui.escape import md
 from attnviz.ui.focus import bound, focus, head_label, set_focus
+from attnviz.ui.focus_line import focus_line
 from attnviz.ui.guard import heavy_slot, refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
@@ -42,6 +43,7 @@ def render() -> None:
     st.caption(t("finder_caption"))
     if model is None:
         return
+    focus_line(source)
     relation_scores(model, source)
     looks_or_matters(model, source)  # its own section (ui/patch_finder.py)
     retrieval_section(model, source)  # its own section (ui/retrieval.py)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from attnviz.ui import learn_mla, learn_positions
 from attnviz.ui.focus import bound
+from attnviz.ui.focus_line import focus_line
 from attnviz.ui.guard import workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.kinds import extras_label, layers_label
@@ -58,6 +59,8 @@ def attention_kinds() -> None:
 def render() -> None:
     model, source = sidebar()
     st.title(t("learn_title"))
+    if model is not None:
+        focus_line(source)
     formulas()
     d_model, n_heads, n_kv_heads = variants()
     n_tokens = measured(d_model, n_heads, n_kv_heads)

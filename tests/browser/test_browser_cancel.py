@@ -32,7 +32,8 @@ def start_scan(browser, url):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(url + LINK)
     page.wait_for_selector("[data-testid=stApp]")
-    page.get_by_text("Switch heads off").click(timeout=240_000)  # SmolLM2 loads first
+    page.get_by_role("tab", name="Does it matter").click(timeout=240_000)  # SmolLM2 loads first
+    page.get_by_text("Switch heads off").click()
     scan = page.get_by_role("button", name="Scan every head (270 forward passes)")
     started = page.get_by_text(re.compile("Starting…|Waiting for the server|Heads switched off"))
     for _ in range(3):  # a click while the page is still running its last rerun can be dropped: click again

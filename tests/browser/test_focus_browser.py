@@ -4,6 +4,7 @@ the pair, the head, the model and the language stay, in the page and in the link
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
@@ -14,6 +15,8 @@ from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_ser
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
+TABS = {"en": {"looks": "Where it looks", "writes": "What it writes"},
+        "zh": {"looks": "看向哪里", "writes": "写入什么"}}
 SCREENSHOT = ROOT / "artifacts" / "focus_{lang}.png"
 
 # JavaScript: viewport coordinates of the cell [layer, head] of the keyed grid (its pick points carry
@@ -65,6 +68,7 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         page.goto(f"{url}/?model={quote(SMOLLM, safe='')}&lang={lang}&text={quote(TEXT)}&text_b={quote(SECOND)}")
         page.wait_for_function(GRID_HAS, arg="cabinet", timeout=240_000)
         # a head picked in the attribution grid (computed at once for a short text)
+        page.get_by_role("tab", name=TABS[lang]["writes"]).click()
         page.wait_for_function(GRID_CELL, arg=["dla_grid", 0, 0], timeout=120_000)
         for _ in range(3):  # a redraw can take the first click
             x, y = page.evaluate(GRID_CELL, ["dla_grid", 7, 5])
@@ -77,7 +81,9 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         wanted = {"model": SMOLLM, "text": TEXT, "text_b": SECOND, "layer": "7", "head": "5"}
         wanted |= {"lang": lang} if lang != "en" else {}  # English is the default: no key
         wait_for_focus(page, wanted)
-        # the head detail follows the clicked head
+        # the head detail, the patching table and the focus line follow the clicked head
+        page.get_by_text(re.compile(r"(head|头) L7 H5")).first.wait_for(timeout=60_000)
+        page.get_by_role("tab", name=TABS[lang]["looks"]).click()
         page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)
         for index in (2, 0, 3, 0, 1, 0, 4, 0):  # Learn, back, Translate, back, Head Finder, back, Findings, back
             go(page, index)
