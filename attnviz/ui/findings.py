@@ -8,6 +8,7 @@ import streamlit as st
 
 from attnviz.ui.escape import md
 from attnviz.ui.focus import focus, head_label
+from attnviz.ui.focus_line import focus_line
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
