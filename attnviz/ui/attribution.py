@@ -26,9 +26,9 @@ def attribution_section(model, source: str, text: str, trace, paired: bool) -> N
         return
     where, (middle, right) = opened
     with middle:
-        target = token_box("readout_target", "dla_target", "readout_target_help")
+        target = token_box(model, "readout_target", "dla_target", "readout_target_help")
     with right:
-        contrast = token_box("dla_contrast", "dla_contrast", "dla_contrast_help", field="contrast")
+        contrast = token_box(model, "dla_contrast", "dla_contrast", "dla_contrast_help", field="contrast")
     bench = workbench()
     key = work.attribution_key(source, text, where, target, contrast)
     result = computed("dla_run", t("dla_run"), key,

@@ -129,6 +129,13 @@ def _written_back(key: str, field: str, convert: Callable) -> None:
     st.session_state[_CHANGED] = True
 
 
+def use(field: str, value) -> None:
+    """A button's callback that sets one part of the focus (a suggested token, a best head): every view
+    follows, a fragment's button included."""
+    set_focus(**{field: value})
+    st.session_state[_CHANGED] = True
+
+
 def bound(key: str, field: str, shown=None, convert: Callable = lambda value: value) -> dict:
     """Before widget `key` is drawn: give it the focus's `field` (or `shown`, the focus's value as the widget
     holds it); returns the keyword arguments (key, on_change, args) that make the widget write its changes

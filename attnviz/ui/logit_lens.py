@@ -11,6 +11,7 @@ from attnviz.plots import readout as figures
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.language import plot_text, t
 from attnviz.ui.readout import computed, opening, token_box
+from attnviz.ui.tokens import each_token, text_tokens
 from attnviz.workbench import readout as work
 
 
@@ -22,27 +23,32 @@ def logit_lens_section(model, source: str, text: str, trace, paired: bool) -> No
         return
     where, (right,) = opened
     with right:
-        target = token_box("readout_target", "lens_target", "readout_target_help")
+        target = token_box(model, "readout_target", "lens_target", "readout_target_help")
     bench = workbench()
     result = computed("lens_run", t("lens_run"), work.lens_key(source, text, where, target),
                       lambda progress: work.logit_lens(bench, source, text, where, target, progress), len(trace.tokens))
     if result is None:
         return
     # Tokens are data: they go in a table's token column, never in a sentence of the page's language.
-    st.dataframe({t("column_token"): [repr(result.target_text)], t("readout_role"): [t("readout_role_target")],
+    st.dataframe({t("column_token"): each_token(model, [result.target_id]),
+                  t("readout_role"): [t("readout_role_target")],
                   t("lens_column_target_rank"): [int(result.target_rank[-1]) + 1]}, hide_index=True,
                  key="lens_target_table")
     labels = read_labels(result.labels)
-    st.plotly_chart(figures.target_curve(labels, result.target_rank, result.target_prob, result.target_text,
+    st.plotly_chart(figures.target_curve(labels, result.target_rank, result.target_prob,
+                                         each_token(model, [result.target_id])[0],
                                          t("lens_curve_title"), t("lens_column_target_rank")), key="lens_curve",
                     width="stretch")
     st.dataframe({
         t("lens_column_read"): labels,
-        t("column_token"): [" · ".join(repr(x) for x in row) for row in result.top_texts],
+        t("column_token"): [" · ".join(each_token(model, row)) for row in result.top_ids],
         t("column_probability"): [round(float(p), 4) for p in result.top_probs[:, 0]],
         t("lens_column_target_rank"): [int(r) + 1 for r in result.target_rank],
     }, hide_index=True, key="lens_table")
-    st.plotly_chart(figures.lens_grid(result.grid_texts, result.grid_probs, trace.tokens, t("lens_grid_title"),
+    grid = each_token(model, result.grid_ids.ravel())
+    columns = result.grid_ids.shape[1]
+    cells = [grid[row * columns:(row + 1) * columns] for row in range(result.grid_ids.shape[0])]
+    st.plotly_chart(figures.lens_grid(cells, result.grid_probs, text_tokens(model, text), t("lens_grid_title"),
                                       plot_text(), t("lens_embed")), key="lens_grid", width="stretch")
 
 

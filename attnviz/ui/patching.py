@@ -19,6 +19,7 @@ from attnviz.ui.focus import bound, focus, set_focus
 from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
+from attnviz.ui.readout import spaced_hint
 from attnviz.ui.tokens import shown_tokens
 from attnviz.ui.url_state import MAX_TEXT, MAX_TOKEN_TEXT
 from attnviz.ui.widgets import head_grid
@@ -89,6 +90,8 @@ def patching_section(model, source: str) -> None:
                                  **bound("patch_target", "target", shown=now.target or DEFAULT_TARGET))
         contrast = right.text_input(t("patch_contrast"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
                                     **bound("patch_contrast", "contrast", shown=now.contrast or DEFAULT_CONTRAST))
+        spaced_hint(model, target, "target", "patch_target", left)
+        spaced_hint(model, contrast, "contrast", "patch_contrast", right)
         direction = st.radio(t("patch_direction"), ("denoise", "noise"), horizontal=True, key="patch_direction",
                              format_func={d: t(f"patch_{d}") for d in ("denoise", "noise")}.get)
         patch_results(model, source, clean.strip(), corrupt.strip(), target, contrast, direction)

@@ -8,11 +8,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from attnviz.analysis.views import visible_token
 from attnviz.ui.escape import md
-from attnviz.ui.focus import bound, follow_focus_change
+from attnviz.ui.focus import bound, follow_focus_change, use
 from attnviz.ui.guard import refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
+from attnviz.ui.tokens import spaced_alternative
 from attnviz.ui.url_state import MAX_TOKEN_TEXT
 from attnviz.ui.widgets import position_input
 from attnviz.workbench import readout as work
@@ -52,12 +54,24 @@ def position(trace, source: str, text: str, prefix: str) -> int:
     return position_input(t("readout_position"), trace, f"{prefix}_position", default)
 
 
-def token_box(label_key: str, key: str, help_key: str, field: str = "target") -> str | None:
+def token_box(model, label_key: str, key: str, help_key: str, field: str = "target", container=st) -> str | None:
     """The focus's target (or contrast, `field`) token, typed as text (' are', its leading space kept), or
     None when the box is empty. Typed once, it is the same in every view that reads one."""
-    typed = st.text_input(t(label_key), help=t(help_key), max_chars=MAX_TOKEN_TEXT, **bound(key, field))
+    typed = container.text_input(t(label_key), help=t(help_key), max_chars=MAX_TOKEN_TEXT, **bound(key, field))
+    spaced_hint(model, typed, field, key, container)
     follow_focus_change()
     return typed or None
+
+
+def spaced_hint(model, typed: str | None, field: str, key: str, container=st) -> None:
+    """Under a token box: "are" typed where the model's word is " are" says so and offers the spaced token
+    (a word inside a sentence is the spaced one for a byte-level BPE; the other is another logit)."""
+    spaced = spaced_alternative(model, typed)
+    if spaced is None:
+        return
+    container.caption(t("token_unspaced", typed=md(typed), spaced=md(visible_token(spaced))))
+    container.button(t("token_use_spaced", spaced=md(visible_token(spaced))), key=f"{key}_spaced", on_click=use,
+                     args=(field, spaced))
 
 
 def computed(button_key: str, label: str, key: tuple, compute: Callable, n_tokens: int):

@@ -10,6 +10,7 @@ from attnviz.plots import readout as figures
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.language import plot_text, t
 from attnviz.ui.readout import computed, opening
+from attnviz.ui.tokens import text_tokens
 from attnviz.ui.widgets import head_grid
 from attnviz.workbench import readout as work
 
@@ -31,7 +32,8 @@ def routes_section(model, source: str, text: str, trace, paired: bool) -> None:
         return
     heads = graph.heads()
     st.caption(t("routes_summary", nodes=len(graph.nodes), edges=len(graph.edges), heads=len(heads)))
-    head_grid(st, figures.routes_graph(graph.nodes, graph.edges, graph.tokens, graph.n_heads, t("routes_graph_title"),
+    tokens = text_tokens(model, text)
+    head_grid(st, figures.routes_graph(graph.nodes, graph.edges, tokens, graph.n_heads, t("routes_graph_title"),
                                        plot_text(), names={"resid": t("routes_resid"), "mid": t("routes_mid"),
                                                            "mlp": "MLP", "embed": t("lens_embed")}),
               key="routes_graph", in_fragment=True)

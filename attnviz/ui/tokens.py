@@ -127,6 +127,20 @@ def shown_tokens(model, ids) -> list[str]:
     return shown
 
 
+def text_tokens(model, text: str) -> list[str]:
+    """`shown_tokens` of a text as the readouts encode it (recorded_run.encode_text: special tokens added),
+    so their positions index this list."""
+    return shown_tokens(model, model.encode(text).ids)
+
+
+def each_token(model, ids) -> list[str]:
+    """Tokens that do not follow one another (a read's top predictions, a grid's cells), each on its own: a
+    piece of a character stays its bytes, ⟨e4 b9⟩."""
+    ids = [int(i) for i in ids]
+    seen = {i: shown_tokens(model, [i])[0] for i in set(ids)}
+    return [seen[i] for i in ids]
+
+
 def _character_run(pieces: list[bytes | None], k: int) -> tuple[int, str] | None:
     """(end, text) when token k is a piece of a character that tokens k..end-1 make whole, else None."""
     if pieces[k] is None:
@@ -147,3 +161,16 @@ def _character_run(pieces: list[bytes | None], k: int) -> tuple[int, str] | None
         except UnicodeDecodeError:
             continue
     return None
+
+
+def spaced_alternative(model, typed: str | None) -> str | None:
+    """" are" when `typed` ("are") has no leading space, " are" is one token of this model, and a different
+    one: a byte-level BPE keeps a word inside a sentence as the spaced token, and the unspaced one scores
+    another logit (the issue's 1.1464 against 3.4097). None where there is nothing to offer (WordPiece and
+    SentencePiece map both to one token)."""
+    if not typed or typed[0].isspace():
+        return None
+    spaced = list(model.encode(" " + typed, add_special_tokens=False).ids)
+    if len(spaced) != 1 or list(model.encode(typed, add_special_tokens=False).ids) == spaced:
+        return None
+    return " " + typed

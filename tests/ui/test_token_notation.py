@@ -1,0 +1,82 @@
+"""A token is one thing (issue 35, items 4 and 5): on a byte-level BPE model's Explore page no table, axis or
+chip shows the vocabulary's marks (Ġ, ▁, ##) or the bytes-as-Latin-1 mojibake of a character split into
+byte pieces (书 as 'ä¹¦'); and a target typed without the leading space the model's words carry is named,
+with the spaced token offered, whose value is then the notebook API's."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from streamlit.testing.v1 import AppTest
+
+from attnviz.readouts.attribution import attribute
+from tests.conftest import SMOLLM, require_offline
+from tests.helpers.pages import APP, TIMEOUT, assert_clean
+
+# 书 is two byte-level pieces for SmolLM2, the emoji four; the rest is plain ASCII, so any letter from
+# U+0080 to U+024F on the page is the vocabulary's notation leaking (Ġ is U+0120, ä U+00E4).
+TEXT = "The keys to the 书 cabinet 🙂 are"
+LEAKED = re.compile(r"[\u0080-\u00b6\u00b8-\u024f\u2581\ufffd]|##")  # U+00B7 · is our separator
+
+
+def strings(value):
+    """Every string inside a figure's or a table's JSON."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def test_a_bpe_models_page_shows_each_token_as_its_text(smollm):
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["model"] = SMOLLM
+    at.query_params["text"] = TEXT
+    at.query_params["text_b"] = TEXT.replace("keys", "key")
+    at.query_params["target"], at.query_params["contrast"] = " are", " is"
+    at.run()
+    assert_clean(at)
+    shown = {}
+    for element in at.get("plotly_chart"):
+        figure = json.loads(element.proto.spec)
+        for trace in figure.get("data", []):  # axis labels, hover text and tile labels
+            shown[f"chart {element.proto.id}"] = [s for key in ("x", "y", "text", "customdata")
+                                                  for s in strings(trace.get(key))]
+        shown[f"chart {element.proto.id} axes"] = [s for name, axis in figure.get("layout", {}).items()
+                                                   if name.startswith(("xaxis", "yaxis"))
+                                                   for s in strings(axis.get("ticktext"))]
+    for k, table in enumerate(at.dataframe):
+        frame = table.value
+        shown[f"table {k}"] = [str(c) for c in frame.columns] + [str(v) for v in frame.to_numpy().ravel()]
+    shown["markdown"] = [m.value for m in at.markdown]
+    assert len([name for name in shown if name.startswith("chart")]) >= 8 and len(at.dataframe) >= 3
+    leaks = {name: sorted({s for s in texts if LEAKED.search(s)})[:5] for name, texts in shown.items()}
+    assert not {name: found for name, found in leaks.items() if found}
+    # the character and the emoji are there, joined from their pieces (书[1/2], 书[2/2])
+    every = " ".join(s for texts in shown.values() for s in texts)
+    assert "书" in every and "🙂" in every
+
+
+def test_a_target_without_its_space_is_named_and_the_spaced_one_offered(smollm):
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["model"] = SMOLLM
+    at.query_params["text"] = "The keys to the cabinet"
+    at.query_params["target"], at.query_params["contrast"] = "are", " is"
+    at.run()
+    assert_clean(at)
+    offers = [b.key for b in at.button if b.key and b.key.endswith("_spaced")]
+    assert set(offers) == {"lens_target_spaced", "dla_target_spaced", "patch_target_spaced"}  # every target box
+    assert any("“are” has no leading space" in c.value and "␣are" in c.value for c in at.caption)
+    at.button(key="dla_target_spaced").click().run()
+    assert_clean(at)
+    assert at.query_params["target"] == " are" and at.text_input(key="patch_target").value == " are"
+    assert not [b for b in at.button if b.key and b.key.endswith("_spaced")]
+    expected = attribute(smollm, "The keys to the cabinet", " are", " is")
+    line = next(m.value for m in at.markdown if m.value.startswith("Logit of the target minus"))
+    assert f"**{expected.value:.4f}**" in line
