@@ -78,8 +78,8 @@ def render() -> None:
         st.warning(t("no_words"))
         return
     highlight = token_focus(trace)
+    focus_line(source, trace)  # above the first figure: what every number below is computed on
     full_mosaic(view, trace, highlight, palette, scale, view_key)
-    focus_line(source, trace)
     # The views by the question they answer, one tab each, so the page is as long as one question's views
     # (it was 9,400 px collapsed, 14,000 px in use). A tab is drawn in the browser without a rerun; the
     # focus carries the head, position and target from one tab to the next.

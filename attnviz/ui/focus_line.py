@@ -9,13 +9,18 @@ from attnviz.analysis.views import token_labels, visible_token
 from attnviz.ui.escape import md
 from attnviz.ui.focus import focus
 from attnviz.ui.language import t
+from attnviz.ui.model_choice import asked_name
 
 
 def focus_line(model_shown: str, trace=None) -> None:
     """One caption: "Computed on M · read at 4 ␣cabinet · head L7 H5 · target ␣are − ␣is"; the position and
     its token where a trace gives them (a position outside the text reads as each view's default)."""
     now = focus()
-    parts = [t("focus_model", model=md(model_shown))]
+    asked = now.model
+    if asked and asked.strip() != model_shown:  # a fallback: named here too, beside every view's numbers
+        parts = [t("focus_model_instead", model=md(model_shown), asked=asked_name(asked.strip()))]
+    else:
+        parts = [t("focus_model", model=md(model_shown))]
     if trace is not None and now.pos is not None and 0 <= now.pos < len(trace.tokens):
         parts.append(t("focus_position", pos=now.pos, token=md(visible_token(token_labels(trace)[now.pos]))))
     else:

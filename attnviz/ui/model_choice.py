@@ -98,8 +98,7 @@ def get_model(source: str):
     st.sidebar.error(message)
     st.sidebar.button(t("retry"), key="retry_load", on_click=_retry, args=(source,))
     model, shown = _fallback(source)
-    # A refused source is never echoed: the answer must not tell a visitor whether a path exists.
-    name = t("refused_source") if _refused(source) else md(source)
+    name = asked_name(source)
     if model is None:
         st.error(t("not_shown", name=name) + "\n\n" + message)
     else:
@@ -107,6 +106,12 @@ def get_model(source: str):
         st.sidebar.caption(t("model_shown", name=md(shown_name)))
         st.warning(t("fallback_main", name=name, shown=md(shown_name)) + "\n\n" + message)
     return model, shown
+
+
+def asked_name(source: str) -> str:
+    """The model asked for, as the page may name it (Markdown-escaped). A refused source is never echoed:
+    the answer must not tell a visitor whether a path exists."""
+    return t("refused_source") if _refused(source) else md(source)
 
 
 def _retry(source: str) -> None:

@@ -45,3 +45,35 @@ def test_a_hub_preset_offline_says_so_at_once_and_the_link_keeps_it(monkeypatch)
         statuses = [e.label for e in at.sidebar.get("expandable")]
         assert not any("Loading gpt2" in label for label in statuses), statuses
         assert at.query_params["model"] in ("gpt2", ["gpt2"])
+
+
+def _in_order(block) -> list:
+    """The main area's elements in the order the page draws them (tabs and columns walked depth first)."""
+    found = []
+    for _, child in sorted(getattr(block, "children", {}).items()):
+        found += _in_order(child) if getattr(child, "children", None) else [child]
+    return found
+
+
+def test_no_figure_of_another_model_goes_unlabelled(monkeypatch):
+    """Issue 35, item 2: a model that cannot load (gpt2, with no route to the hub) is said in the main area
+    before any figure, the line above the figures names the model they were computed on and the one asked
+    for, and every page keeps both the model asked for in its link and the banner."""
+    require_offline(MINILM)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for page in (APP, FINDER, str(ROOT / "app_pages" / "4_Findings.py")):
+        at = AppTest.from_file(page, default_timeout=300)
+        at.query_params["model"] = "gpt2"
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        drawn = _in_order(at.main)
+        kinds = [element.type for element in drawn]
+        said = [str(getattr(e, "value", "")).replace("\\", "") for e in drawn]
+        banner = next(k for k, e in enumerate(drawn) if e.type == "warning" and "gpt2 cannot be shown" in said[k])
+        assert MINILM in said[banner]
+        line = next(k for k, text in enumerate(said) if text.startswith("Computed on"))
+        assert said[line].startswith(f"Computed on **{MINILM}**, not on gpt2"), said[line]
+        figures = [k for k, kind in enumerate(kinds) if kind in ("plotly_chart", "dataframe")]
+        assert banner < line and all(line < k for k in figures), (page, banner, line, figures[:3])
+        assert figures or page != APP  # Explore draws its figures (on MiniLM), all below the line
+        assert at.query_params["model"] in ("gpt2", ["gpt2"])
