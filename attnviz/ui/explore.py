@@ -26,7 +26,7 @@ from attnviz.ui.routes import routes_section
 from attnviz.ui.sidebar import sidebar
 from attnviz.ui.sinks import sink_anatomy
 from attnviz.ui.tokens import input_notices, token_chips
-from attnviz.ui.url_state import MAX_TEXT
+from attnviz.ui.url_state import EXPLORE_VIEWS, MAX_TEXT, url_value, write_url
 from attnviz.ui.view_options import view_options
 from attnviz.ui.widgets import word_pair_ranking
 from attnviz.workbench import parity, shelf, traces, views
@@ -81,32 +81,51 @@ def render() -> None:
     focus_line(source, trace)  # above the first figure: what every number below is computed on
     full_mosaic(view, trace, highlight, palette, scale, view_key)
     # The views by the question they answer, one tab each, so the page is as long as one question's views
-    # (it was 9,400 px collapsed, 14,000 px in use). A tab is drawn in the browser without a rerun; the
-    # focus carries the head, position and target from one tab to the next.
+    # (it was 9,400 px collapsed, 14,000 px in use). Only the open tab's views run (Streamlit's stateful
+    # tabs: a switch reruns the page), so a page costs the server one question's work, not five; the link
+    # names the open tab (`view`), and the focus carries head, position and target from one tab to the next.
     paired = text_b is not None
-    looks, writes, matters, which, check = st.tabs([t(f"tab_{name}") for name in QUESTIONS])
-    with looks:
-        head_detail(model.info, view_key, scale, palette)  # the one head, and why it looks there (query-key)
-    with writes:
-        next_token_predictions(model, (source, text, text_b))
-        logit_lens_section(model, source, text, trace, paired)
-        attribution_section(model, source, text, trace, paired)
-        routes_section(model, source, text, trace, paired)
-    with matters:
-        ablation.head_ablation(model, source, text, paired)
-        pairs_ui.minimal_pair(model, source, text, paired)
-        patching_section(model, source)
-    with which:
-        head_detectors(model, source)
-        sink_anatomy(model, source)  # its own section (ui/sinks.py)
-        qk_corpus_map(model, source)  # its own section (ui/qkmap.py)
-    with check:
-        parity_badge(model, text, text_b)
-        exports(model, text, text_b)
+    looks, writes, matters, which, check = question_tabs()
+    if looks.open:
+        with looks:
+            head_detail(model.info, view_key, scale, palette)  # the one head, and why it looks there (query-key)
+    if writes.open:
+        with writes:
+            next_token_predictions(model, (source, text, text_b))
+            logit_lens_section(model, source, text, trace, paired)
+            attribution_section(model, source, text, trace, paired)
+            routes_section(model, source, text, trace, paired)
+    if matters.open:
+        with matters:
+            ablation.head_ablation(model, source, text, paired)
+            pairs_ui.minimal_pair(model, source, text, paired)
+            patching_section(model, source)
+    if which.open:
+        with which:
+            head_detectors(model, source)
+            sink_anatomy(model, source)  # its own section (ui/sinks.py)
+            qk_corpus_map(model, source)  # its own section (ui/qkmap.py)
+    if check.open:
+        with check:
+            parity_badge(model, text, text_b)
+            exports(model, text, text_b)
 
 
-# Explore's questions, in the order of its tabs (ui/locales: tab_<name>).
-QUESTIONS = ("looks", "writes", "matters", "which", "check")
+def question_tabs():
+    """Explore's tabs (EXPLORE_VIEWS), the open one from this session, else the link, else the first. The
+    tab's state is its label, which the language changes: the name (`_explore_view`) is what is kept."""
+    labels = [t(f"tab_{name}") for name in EXPLORE_VIEWS]
+    if "_explore_view" not in st.session_state:
+        st.session_state["_explore_view"] = url_value("view", EXPLORE_VIEWS[0])
+    st.session_state["explore_view"] = labels[EXPLORE_VIEWS.index(st.session_state["_explore_view"])]
+    tabs = st.tabs(labels, key="explore_view", on_change=_view_chosen, args=(labels,))
+    write_url(view=None if st.session_state["_explore_view"] == EXPLORE_VIEWS[0] else st.session_state["_explore_view"])
+    return tabs
+
+
+def _view_chosen(labels: list[str]) -> None:
+    """The tabs' callback: the label clicked, kept as its name."""
+    st.session_state["_explore_view"] = EXPLORE_VIEWS[labels.index(st.session_state["explore_view"])]
 
 
 def sentence_inputs(model) -> tuple[str, str]:

@@ -54,6 +54,9 @@ def _choice(*options: str):
     return lambda value: value if value in options else None
 
 
+# Explore's tabs, named by the question each answers (ui/explore.py; ui/locales: tab_<name>), in order.
+EXPLORE_VIEWS = ("looks", "writes", "matters", "which", "check")
+
 QUERY_KEYS = {
     "model": _text(MAX_MODEL), "text": _text(MAX_TEXT), "text_b": _text(MAX_TEXT),
     "layer": lambda v: int(v) if INDEX.fullmatch(v) else None,
@@ -77,6 +80,8 @@ QUERY_KEYS = {
     # The focus (ui/focus.py): the read position, and the target and contrast tokens (one token each, typed)
     "pos": lambda v: int(v) if INDEX.fullmatch(v) else None,
     "target": _text(MAX_TOKEN_TEXT), "contrast": _text(MAX_TOKEN_TEXT),
+    # Explore's open tab, by the question it answers (ui/explore.py); the first one is the default
+    "view": _choice(*EXPLORE_VIEWS),
 }
 
 

@@ -15,8 +15,8 @@ from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_ser
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
-TABS = {"en": {"looks": "Where it looks", "writes": "What it writes"},
-        "zh": {"looks": "看向哪里", "writes": "写入什么"}}
+TABS = {"en": {"looks": "Where it looks", "writes": "What it writes", "matters": "Does it matter"},
+        "zh": {"looks": "看向哪里", "writes": "写入什么", "matters": "是否重要"}}
 SCREENSHOT = ROOT / "artifacts" / "focus_{lang}.png"
 
 # JavaScript: viewport coordinates of the cell [layer, head] of the keyed grid (its pick points carry
@@ -92,10 +92,14 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
             if index == 0:
                 page.wait_for_function(GRID_HAS, arg="cabinet", timeout=120_000)
                 assert page.locator(".st-key-text input").input_value() == TEXT
-                assert page.locator(".st-key-minpair_text input").input_value() == SECOND
-                page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)
+                page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)  # its tab open again
             if index == 2:
                 assert page.locator(".st-key-learn_text input").input_value() == TEXT
         assert link(page).get("lang") == (lang if lang != "en" else None)
+        # the pair is the patching's second sentence, and its tab is named in the link
+        page.get_by_role("tab", name=TABS[lang]["matters"]).click()
+        page.locator(".st-key-minpair_text input").wait_for(timeout=120_000)
+        assert page.locator(".st-key-minpair_text input").input_value() == SECOND
+        wait_for_focus(page, wanted | {"view": "matters"})
         page.screenshot(path=str(SCREENSHOT).format(lang=lang), full_page=False)
         browser.close()

@@ -281,7 +281,7 @@ def test_json_export_of_the_longest_full_trace_on_smollm2(server, browser):
     takes the long path, which offers no full export)."""
     started = time.perf_counter()
     text = long_text(5)
-    page = new_page(browser, f"{server.url}/?model={SMOL}&text={quote(text)}")
+    page = new_page(browser, f"{server.url}/?model={SMOL}&view=check&text={quote(text)}")
     wait_mosaic(page)
     wait_idle(page)
     button = page.get_by_role("button", name=re.compile(r"Trace \(JSON"))

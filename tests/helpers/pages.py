@@ -41,3 +41,10 @@ def z_array(trace: dict) -> np.ndarray:
 
 def assert_clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+def open_view(at: AppTest, name: str) -> AppTest:
+    """Open Explore's tab `name` (ui/url_state.EXPLORE_VIEWS: looks, writes, matters, which, check) as a
+    click on it would, and run: only the open tab's views run."""
+    at.session_state["_explore_view"] = name
+    return at.run()

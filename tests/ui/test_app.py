@@ -12,7 +12,7 @@ from attnviz.readouts.qk_attribution import qk_attribution
 from attnviz.ui.escape import md
 from tests.conftest import MINILM, ROOT, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
-from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, open_view, z_array
 
 PAGES = sorted(str(p) for p in (ROOT / "app_pages").glob("*.py"))
 
@@ -152,6 +152,7 @@ def test_decoder_model_shows_gqa_groups_and_predictions():
     grid = chart(at, "model_view")
     assert any("kv" in str(label) for label in grid["layout"]["xaxis"]["ticktext"])
     assert "masked" in json.dumps(chart(at, "head_heatmap"))
+    open_view(at, "writes")
     # the predictions' table: the first of token and probability (the readout sections' tables follow it)
     tokens = next(d.value for d in at.dataframe if list(d.value.columns) == ["token", "probability"])["token"].tolist()
     assert any("Paris" in token for token in tokens)
@@ -182,7 +183,7 @@ def test_head_finder_page_matches_the_cli(minilm, capsys):
 
 def test_parity_badge_reports_the_difference(app):
     app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
-    app.button(key="parity").click().run()
+    open_view(app, "check").button(key="parity").click().run()
     assert_clean(app)
     assert any("max |Δ attention|" in s.value and "bound 1e-5" in s.value for s in app.success)
 
@@ -220,12 +221,13 @@ def test_unknown_model_id_gives_a_message_and_falls_back(monkeypatch):
 
 def test_head_detectors_grids_and_profile(app):
     app.text_input(key="text").input("The keys to the cabinet are on the table.").run()
-    finish_jobs(app.button(key="detectors_run").click().run())
+    finish_jobs(open_view(app, "which").button(key="detectors_run").click().run())
     assert_clean(app)
     grids = {name: z_array(chart(app, f"detector_{name}")["data"][0])
              for name in ("previous_token", "duplicate_token", "induction")}
     assert all(grid.shape == (6, 12) for grid in grids.values())
     assert grids["previous_token"][0, 2] > 0.9  # MiniLM's L0 H2 attends to the previous token
+    open_view(app, "looks")  # the one head's profile, in the head detail
     profile = next(d.value for d in app.dataframe if "previous-token" in d.value.columns)
     assert set(profile.columns) >= {"previous-token", "duplicate-token", "induction"}
 
@@ -259,7 +261,7 @@ def test_sentence_b_is_the_decoders_second_sentence_and_comes_back():
     at.query_params["text_b"] = "It is raining."
     at.run()
     at.selectbox(key="model_preset").set_value(SMOLLM).run()
-    assert_clean(at)
+    assert_clean(open_view(at, "matters"))
     assert at.text_input(key="minpair_text").value == "It is raining."
     at.selectbox(key="model_preset").set_value(MINILM).run()
     assert at.text_input(key="text_b").value == "It is raining."

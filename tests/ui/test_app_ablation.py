@@ -17,7 +17,7 @@ from attnviz.interventions import ablation
 from attnviz.readouts import predictions
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
-from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, open_view, z_array
 from tests.helpers.tiny_hf import tiny_mlm
 from tests.helpers.tiny_tokenizers import encoder_tokenizer
 
@@ -29,6 +29,7 @@ def mask_of(model, off) -> np.ndarray:
 
 
 def test_embedding_model_heads_and_layers_switch_off(app, minilm):
+    open_view(app, "matters")
     app.text_input(key="text").input(SENTENCE).run()
     heads = app.multiselect(key="ablation_heads")
     assert heads.label == "Heads to switch off" and len(heads.options) == 6 * 12 and heads.options[13] == "L1 H1"
@@ -54,6 +55,7 @@ def test_embedding_model_heads_and_layers_switch_off(app, minilm):
 
 
 def test_importance_scan_draws_layers_by_heads(app, minilm):
+    open_view(app, "matters")
     app.text_input(key="text").input("Dogs bark at night.").run()
     finish_jobs(app.button(key="ablation_scan_run").click().run())
     assert_clean(app)
@@ -65,12 +67,14 @@ def test_importance_scan_draws_layers_by_heads(app, minilm):
     assert (grid >= -1e-6).all() and grid.max() > 1e-4
     # Shared per (model, text, quantity): a second visitor sees the grid without pressing the button.
     other = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    other.query_params["view"] = "matters"
     other.query_params["text"] = "Dogs bark at night."
     other.run()
     assert z_array(chart(other, "ablation_scan")["data"][0]).shape == (6, 12)
 
 
 def test_scan_refuses_long_sentences(app):
+    open_view(app, "matters")
     from attnviz.ui.ablation import MAX_SCAN_TOKENS
 
     app.text_input(key="text").input(" ".join(["word"] * (MAX_SCAN_TOKENS + 5))).run()
@@ -82,6 +86,7 @@ def test_scan_refuses_long_sentences(app):
 def test_url_restores_the_heads_and_ignores_what_does_not_fit():
     require_offline(MINILM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "matters"
     at.query_params["off"] = "1.2,5.11,99.0"  # 99.0: no such layer in MiniLM, dropped
     at.query_params["off_layers"] = "3"
     at.run()
@@ -90,6 +95,7 @@ def test_url_restores_the_heads_and_ignores_what_does_not_fit():
     assert at.multiselect(key="ablation_layers").value == [3]
     for bad in ("1.2,abc", "1,2", ",".join(["0.0"] * 3000)):  # malformed, or beyond the length bound
         at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.query_params["view"] = "matters"
         at.query_params["off"] = bad
         at.run()
         assert_clean(at)
@@ -98,7 +104,7 @@ def test_url_restores_the_heads_and_ignores_what_does_not_fit():
 
 def test_chinese_labels():
     require_offline(MINILM)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at = open_view(AppTest.from_file(APP, default_timeout=TIMEOUT), "matters")
     at.radio(key="lang").set_value("zh").run()
     assert_clean(at)
     assert at.multiselect(key="ablation_heads").label == "要关闭的注意力头"
@@ -111,6 +117,7 @@ def test_chinese_labels():
 def test_decoder_continuation_and_next_tokens(smollm):
     require_offline(SMOLLM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "matters"
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = "The capital of France is"
     at.query_params["cont"] = " Paris"
@@ -149,7 +156,7 @@ def mlm_folder(tmp_path_factory):
 def test_masked_lm_fills_and_scan(mlm_folder, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(mlm_folder.parent))
     direct = attnviz.load(str(mlm_folder), device="cpu")
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at = open_view(AppTest.from_file(APP, default_timeout=TIMEOUT), "matters")
     at.text_input(key="model_custom").input(str(mlm_folder)).run()
     at.text_input(key="text").input("The cat sat on the mat.").run()
     assert_clean(at)

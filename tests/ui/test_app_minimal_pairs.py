@@ -12,7 +12,7 @@ from attnviz.analysis.minimal_pairs import trace_difference
 from attnviz.readouts.preference import builtin_pairs, pair_preference
 from attnviz.ui.url_state import MAX_PAIR_TEXT
 from tests.conftest import SMOLLM, require_offline
-from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, z_array
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart, open_view, z_array
 
 GOOD = "The keys to the cabinet are on the table."
 BAD = "The keys to the cabinet is on the table."
@@ -23,6 +23,7 @@ def expander_labels(at: AppTest) -> list[str]:
 
 
 def test_difference_grid_and_head_match_a_direct_computation(app, minilm):
+    open_view(app, "matters")
     assert "Compare two sentences (minimal pair)" in expander_labels(app)
     assert any("Type a second sentence" in info.value for info in app.info)
     app.text_input(key="text").input(GOOD).run()
@@ -47,6 +48,7 @@ def test_difference_grid_and_head_match_a_direct_computation(app, minilm):
 
 
 def test_same_words_and_insertions(app):
+    open_view(app, "matters")
     app.text_input(key="text").input(GOOD).run()
     app.text_input(key="minpair_text").input(GOOD.replace(" ", "  ")).run()
     assert any("same words" in w.value for w in app.warning)
@@ -61,6 +63,7 @@ def test_same_words_and_insertions(app):
 def test_builtin_pair_sets_both_sentences_and_the_decoder_preference():
     require_offline(SMOLLM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "matters"
     at.query_params["model"] = SMOLLM
     at.run()
     pair = next(p for p in builtin_pairs() if p.id == "zh-mp-011")  # 他没有吃早饭。/ 他不有吃早饭。
@@ -82,12 +85,14 @@ def test_builtin_pair_sets_both_sentences_and_the_decoder_preference():
 
 def test_link_restores_the_second_sentence_and_a_too_long_one_is_ignored():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "matters"
     at.query_params.update({"text": GOOD, "compare": BAD})
     at.run()
     assert_clean(at)
     assert at.text_input(key="minpair_text").value == BAD
     assert at.query_params["text_b"] == BAD and "compare" not in at.query_params  # the old key, read once
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "matters"
     at.query_params.update({"text": GOOD, "compare": "x" * (MAX_PAIR_TEXT + 1)})
     at.run()
     assert at.text_input(key="minpair_text").value == ""
@@ -95,6 +100,7 @@ def test_link_restores_the_second_sentence_and_a_too_long_one_is_ignored():
 
 
 def test_chinese_labels(app):
+    open_view(app, "matters")
     app.radio(key="lang").set_value("zh").run()
     assert_clean(app)
     assert "比较两个句子（最小对立对）" in expander_labels(app)
@@ -104,6 +110,7 @@ def test_chinese_labels(app):
 
 
 def test_hostile_second_sentence_stays_text(app):
+    open_view(app, "matters")
     app.text_input(key="text").input(GOOD).run()
     app.text_input(key="minpair_text").input(GOOD.replace("are", "**[x](http://e.x)** <b>$1$</b>")).run()
     assert_clean(app)

@@ -8,12 +8,13 @@ import numpy as np
 
 from attnviz.interventions import patching
 from tests.helpers.jobs import finish_jobs
-from tests.helpers.pages import assert_clean, chart, z_array
+from tests.helpers.pages import assert_clean, chart, open_view, z_array
 
 CLEAN, CORRUPT = "The keys to the cabinet are here.", "The key to the cabinet is here."
 
 
 def test_patching_draws_what_the_engine_computes(app, minilm):
+    open_view(app, "matters")
     app.text_input(key="patch_clean").input(CLEAN).run()
     app.text_input(key="patch_corrupt").input(CORRUPT).run()
     assert any("no masked-LM head" in c.value and "cosine" in c.value for c in app.caption)

@@ -18,7 +18,7 @@ from attnviz.plots.colors import NEGATIVE_COLOR, POSITIVE_COLOR
 from attnviz.ui.strings import translate
 from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.helpers.jobs import finish_jobs
-from tests.helpers.pages import APP, FINDER, TIMEOUT, TRANSLATE, assert_clean, chart, z_array
+from tests.helpers.pages import APP, FINDER, TIMEOUT, TRANSLATE, assert_clean, chart, open_view, z_array
 
 TEXT = "The keys to the cabinet are on the table."
 SHORT = "Dogs bark at night."
@@ -109,6 +109,7 @@ def test_a_link_opens_in_its_language_and_placeholders_are_translated():
     assert at.query_params["lang"] == "zh"  # kept for the next link
     placeholders = {w.key: w.placeholder for w in at.selectbox if w.key in ("explore_source", "explore_target")}
     assert placeholders == {"explore_source": "请选择", "explore_target": "请选择"}
+    open_view(at, "matters")  # the ablation's multiselects
     assert {w.placeholder for w in at.multiselect} == {"请选择（可多选）"}
     at.radio(key="lang").set_value("en").run()
     assert "lang" not in at.query_params
@@ -176,21 +177,14 @@ def test_signed_grids_diverge_at_zero_and_small_values_stay_apart():
     assert all(isinstance(v, int) for pair in picks.customdata for v in pair)
 
 
-@pytest.fixture(scope="module")
-def explore_grids():
+def test_the_scan_and_detector_grids_are_readable_and_clickable():
     require_offline(MINILM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"text": SHORT})
+    at.query_params.update({"text": SHORT, "view": "matters"})  # the scan is under "Does it matter"
     at.run()
-    for key in ("detectors_run", "ablation_scan_run"):  # another test of this process may have run them
-        if [b for b in at.button if b.key == key]:
-            finish_jobs(at.button(key=key).click().run())
+    if [b for b in at.button if b.key == "ablation_scan_run"]:  # another test of this process may have run it
+        finish_jobs(at.button(key="ablation_scan_run").click().run())
     assert_clean(at)
-    return at
-
-
-def test_the_scan_and_detector_grids_are_readable_and_clickable(explore_grids):
-    at = explore_grids
     scan = chart(at, "ablation_scan")["data"][0]
     values = z_array(scan).astype(np.float64)
     assert values.shape == (6, 12) and np.nanmedian(np.abs(values)) < 0.01  # MiniLM's embedding changes are small
@@ -199,6 +193,10 @@ def test_the_scan_and_detector_grids_are_readable_and_clickable(explore_grids):
     assert len(set(printed)) > 20  # at two decimals nearly all read 0.00 or 0.01
     assert len({f"{v:.2f}" for v in values.ravel()}) < 15
     assert clickable(at, "ablation_scan")
+    open_view(at, "which")  # the detectors are under "Which heads"
+    if [b for b in at.button if b.key == "detectors_run"]:
+        finish_jobs(at.button(key="detectors_run").click().run())
+    assert_clean(at)
     for name in ("previous_token", "duplicate_token", "induction"):
         detector = chart(at, f"detector_{name}")["data"][0]
         assert detector["textfont"]["size"] >= 11 and clickable(at, f"detector_{name}")

@@ -15,6 +15,7 @@ TEXT = "The keys to the cabinet"
 def test_the_three_sections_draw_on_a_decoder(smollm):
     require_offline(SMOLLM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["view"] = "writes"
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = TEXT
     at.query_params["target"], at.query_params["contrast"] = " are", " is"

@@ -8,7 +8,7 @@ import numpy as np
 
 from attnviz.readouts import qkmap, sinks
 from tests.helpers.jobs import finish_jobs
-from tests.helpers.pages import assert_clean, chart, z_array
+from tests.helpers.pages import assert_clean, chart, open_view, z_array
 
 
 def clickable(at, key: str) -> bool:
@@ -16,6 +16,7 @@ def clickable(at, key: str) -> bool:
 
 
 def test_sink_anatomy_runs_once_and_its_ratio_follows_epsilon(app, minilm):
+    open_view(app, "which")
     at = app
     if [b for b in at.button if b.key == "sinks_run"]:  # another test of this process may have run it
         finish_jobs(at.button(key="sinks_run").click().run())
@@ -32,6 +33,7 @@ def test_sink_anatomy_runs_once_and_its_ratio_follows_epsilon(app, minilm):
 
 
 def test_the_corpus_map_draws_the_builtin_sentences(app, minilm):
+    open_view(app, "which")
     at = app
     at.selectbox(key="qkmap_layer").set_value(2).run()
     at.selectbox(key="qkmap_head").set_value(5).run()

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.ui.focus import Focus, from_params, head_label, to_params
 from tests.conftest import SMOLLM, require_offline
-from tests.helpers.pages import APP, TIMEOUT, assert_clean
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, open_view
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
@@ -46,19 +46,21 @@ def test_the_focus_survives_every_page_and_the_way_back(lang):
     at.query_params["lang"] = lang
     at.run()
     at.text_input(key="text").set_value(TEXT).run()
-    at.text_input(key="minpair_text").set_value(SECOND).run()
-    at.selectbox(key="prediction_position").set_value(3).run()
-    at.selectbox(key="head").set_value(5).run()
-    at.selectbox(key="layer").set_value(7).run()
+    open_view(at, "matters").text_input(key="minpair_text").set_value(SECOND).run()
+    open_view(at, "writes").selectbox(key="prediction_position").set_value(3).run()
     at.text_input(key="dla_target").set_value(" are").run()
     at.text_input(key="dla_contrast").set_value(" is").run()
+    open_view(at, "looks").selectbox(key="head").set_value(5).run()
+    at.selectbox(key="layer").set_value(7).run()
     assert_clean(at)
     wanted = Focus(model=SMOLLM, text=TEXT, text_b=SECOND, pos=3, layer=7, head=5, target=" are", contrast=" is",
                    lang=lang)
     assert _focus(at) == wanted
-    # every view that reads a position, a head or a target shows the focus's
+    # every view that reads a position, a head or a target shows the focus's, in every tab
+    open_view(at, "writes")
     assert at.selectbox(key="lens_position").value == 3 and at.selectbox(key="dla_position").value == 3
-    assert at.text_input(key="patch_target").value == " are" and at.text_input(key="lens_target").value == " are"
+    assert at.text_input(key="lens_target").value == " are"
+    assert open_view(at, "matters").text_input(key="patch_target").value == " are"
     expected_link = {k: str(v) for k, v in to_params(wanted).items() if v is not None}
     for page in PAGES:
         at.switch_page(page).run()
@@ -77,10 +79,12 @@ def test_the_focus_survives_every_page_and_the_way_back(lang):
         at.switch_page("app_pages/0_Explore.py").run()
         assert_clean(at)
         assert _focus(at) == wanted, f"back from {page}"
+        # the tab left open is open again, and every tab shows the focus
         assert at.text_input(key="text").value == TEXT and at.text_input(key="minpair_text").value == SECOND
-        assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (7, 5)
-        assert at.selectbox(key="prediction_position").value == 3
+        assert (open_view(at, "looks").selectbox(key="layer").value, at.selectbox(key="head").value) == (7, 5)
+        assert open_view(at, "writes").selectbox(key="prediction_position").value == 3
         assert at.text_input(key="dla_target").value == " are"
+        open_view(at, "matters")
 
 
 def test_a_new_text_starts_from_each_views_default_position():
@@ -89,6 +93,7 @@ def test_a_new_text_starts_from_each_views_default_position():
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = TEXT
     at.query_params["pos"] = "2"
+    at.query_params["view"] = "writes"
     at.run()
     assert at.selectbox(key="prediction_position").value == 2
     at.text_input(key="text").set_value("Dogs bark").run()

@@ -64,7 +64,7 @@ def test_a_characters_byte_pieces_are_one_chip_with_the_pieces_a_click_away(smol
 
 
 def test_a_predicted_piece_of_a_character_shows_what_it_completes_to(smollm):
-    at = explore(text=SENTENCE)
+    at = explore(text=SENTENCE, view="writes")
     table = next(d.value for d in at.dataframe if list(d.value.columns) == ["token", "probability"])
     cells = list(table["token"])
     trace = smollm.run(SENTENCE)
@@ -102,7 +102,7 @@ def test_the_long_page_says_at_the_top_what_it_leaves_out(monkeypatch):
 
 
 def test_a_refused_export_is_a_message_on_the_page_not_a_file(monkeypatch):
-    at = explore(text="The keys to the cabinet are on the table.")
+    at = explore(text="The keys to the cabinet are on the table.", view="check")
     assert not exports(at)  # nothing is built before it is asked for
     at.button(key="npz_prepare").click().run()
     assert_clean(at)

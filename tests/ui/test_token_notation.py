@@ -11,8 +11,9 @@ import re
 from streamlit.testing.v1 import AppTest
 
 from attnviz.readouts.attribution import attribute
+from attnviz.ui.url_state import EXPLORE_VIEWS
 from tests.conftest import SMOLLM, require_offline
-from tests.helpers.pages import APP, TIMEOUT, assert_clean
+from tests.helpers.pages import APP, TIMEOUT, assert_clean, open_view
 
 # 书 is two byte-level pieces for SmolLM2, the emoji four; the rest is plain ASCII, so any letter from
 # U+0080 to U+024F on the page is the vocabulary's notation leaking (Ġ is U+0120, ä U+00E4).
@@ -39,22 +40,24 @@ def test_a_bpe_models_page_shows_each_token_as_its_text(smollm):
     at.query_params["text"] = TEXT
     at.query_params["text_b"] = TEXT.replace("keys", "key")
     at.query_params["target"], at.query_params["contrast"] = " are", " is"
-    at.run()
-    assert_clean(at)
     shown = {}
-    for element in at.get("plotly_chart"):
-        figure = json.loads(element.proto.spec)
-        for trace in figure.get("data", []):  # axis labels, hover text and tile labels
-            shown[f"chart {element.proto.id}"] = [s for key in ("x", "y", "text", "customdata")
-                                                  for s in strings(trace.get(key))]
-        shown[f"chart {element.proto.id} axes"] = [s for name, axis in figure.get("layout", {}).items()
-                                                   if name.startswith(("xaxis", "yaxis"))
-                                                   for s in strings(axis.get("ticktext"))]
-    for k, table in enumerate(at.dataframe):
-        frame = table.value
-        shown[f"table {k}"] = [str(c) for c in frame.columns] + [str(v) for v in frame.to_numpy().ravel()]
-    shown["markdown"] = [m.value for m in at.markdown]
-    assert len([name for name in shown if name.startswith("chart")]) >= 8 and len(at.dataframe) >= 3
+    for view in EXPLORE_VIEWS:  # every tab's tables and figures
+        open_view(at, view)
+        assert_clean(at)
+        for element in at.get("plotly_chart"):
+            figure = json.loads(element.proto.spec)
+            for trace in figure.get("data", []):  # axis labels, hover text and tile labels
+                shown[f"chart {element.proto.id}"] = [s for key in ("x", "y", "text", "customdata")
+                                                      for s in strings(trace.get(key))]
+            shown[f"chart {element.proto.id} axes"] = [s for name, axis in figure.get("layout", {}).items()
+                                                       if name.startswith(("xaxis", "yaxis"))
+                                                       for s in strings(axis.get("ticktext"))]
+        for k, table in enumerate(at.dataframe):
+            frame = table.value
+            shown[f"{view} table {k}"] = [str(c) for c in frame.columns] + [str(v) for v in frame.to_numpy().ravel()]
+        shown[f"{view} markdown"] = [m.value for m in at.markdown]
+    assert len([name for name in shown if name.startswith("chart")]) >= 8
+    assert len([name for name in shown if " table " in name]) >= 3
     leaks = {name: sorted({s for s in texts if LEAKED.search(s)})[:5] for name, texts in shown.items()}
     assert not {name: found for name, found in leaks.items() if found}
     # the character and the emoji are there, joined from their pieces (书[1/2], 书[2/2])
@@ -68,15 +71,18 @@ def test_a_target_without_its_space_is_named_and_the_spaced_one_offered(smollm):
     at.query_params["model"] = SMOLLM
     at.query_params["text"] = "The keys to the cabinet"
     at.query_params["target"], at.query_params["contrast"] = "are", " is"
+    at.query_params["view"] = "writes"
     at.run()
     assert_clean(at)
     offers = [b.key for b in at.button if b.key and b.key.endswith("_spaced")]
-    assert set(offers) == {"lens_target_spaced", "dla_target_spaced", "patch_target_spaced"}  # every target box
+    assert set(offers) == {"lens_target_spaced", "dla_target_spaced"}  # every target box
     assert any("“are” has no leading space" in c.value and "␣are" in c.value for c in at.caption)
+    assert [b.key for b in open_view(at, "matters").button if b.key and b.key.endswith("_spaced")] == [
+        "patch_target_spaced"]
+    open_view(at, "writes")
     at.button(key="dla_target_spaced").click().run()
     assert_clean(at)
-    assert at.query_params["target"] == " are" and at.text_input(key="patch_target").value == " are"
-    assert not [b for b in at.button if b.key and b.key.endswith("_spaced")]
+    assert at.query_params["target"] == " are" and not [b for b in at.button if b.key and b.key.endswith("_spaced")]
     expected = attribute(smollm, "The keys to the cabinet", " are", " is")
     line = next(m.value for m in at.markdown if m.value.startswith("Logit of the target minus"))
     assert f"**{expected.value:.4f}**" in line
