@@ -77,6 +77,9 @@ _OFFSETS = {"resid": 0.0, "head": 0.35, "mid": 0.6, "mlp": 0.8}
 KIND_NAMES = {"resid": "residual stream", "mid": "after attention", "mlp": "MLP", "embed": "embed"}
 
 
+LABELLED_HEADS = 40  # up to this many head nodes carry their name on the routes graph
+
+
 def routes_graph(nodes: list[dict], edges: list[dict], tokens: list[str], n_heads: int, title: str,
                  text: PlotText = ENGLISH, names: dict | None = None) -> go.Figure:
     """Information-flow routes: x the token positions, y the layers (bottom: the embeddings); heads spread
@@ -110,11 +113,14 @@ def routes_graph(nodes: list[dict], edges: list[dict], tokens: list[str], n_head
                 "symbol": ["square" if n["kind"] == "mlp" else "circle" for n in others]},
         text=[escape_label(f"{names[n['kind']]} L{n['layer']} · {tokens[n['position']]}") for n in others],
         hovertemplate="%{text}<extra></extra>", showlegend=False))
+    labelled = len(heads) <= LABELLED_HEADS  # a few heads are named on the graph, many only on hover
     fig.add_trace(go.Scatter(
-        x=[where[n["id"]][0] for n in heads], y=[where[n["id"]][1] for n in heads], mode="markers",
+        x=[where[n["id"]][0] for n in heads], y=[where[n["id"]][1] for n in heads],
+        mode="markers+text" if labelled else "markers", textposition="middle right", textfont={"size": 11},
         customdata=[[int(n["layer"]), int(n["head"])] for n in heads],
-        text=[escape_label(f"L{n['layer']} H{n['head']} · {tokens[n['position']]}") for n in heads],
-        hovertemplate=f"%{{text}}<br>{text.open_head}<extra></extra>", showlegend=False,
+        text=[f"L{n['layer']} H{n['head']}" for n in heads],
+        hovertext=[escape_label(f"L{n['layer']} H{n['head']} · {tokens[n['position']]}") for n in heads],
+        hovertemplate=f"%{{hovertext}}<br>{text.open_head}<extra></extra>", showlegend=False,
         marker={"size": 10, "color": HIGHLIGHT_COLOR, "symbol": "diamond"}))
     n_layers = max((n["layer"] for n in nodes), default=0)
     fig.update_layout(

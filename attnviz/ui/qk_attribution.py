@@ -41,7 +41,8 @@ def qk_attribution_section(trace, source: str, text: str, text_b: str | None, la
                             placeholder=t("choose_option"))
     key2 = cols[1].selectbox(t("qka_key2"), [None, *range(n)], key="qka_key2", placeholder=t("choose_option"),
                              format_func=lambda j: t("qka_no_key2") if j is None else f"{j}: {labels[j]}")
-    grouped = cols[2].toggle(t("qka_grouped"), key="qka_grouped")
+    # By layer first: a 30-layer model's matrix by component is 262 x 262, unreadable as a first view.
+    grouped = cols[2].toggle(t("qka_grouped"), key="qka_grouped", value=True)
     try:
         split = qk_work.attribution(workbench(), source, text, text_b, layer, head, query, key, key2)
     except ValueError:  # the only one a page's positions can raise: a key the query does not see
@@ -68,7 +69,7 @@ def qk_attribution_section(trace, source: str, text: str, text_b: str | None, la
 
 
 def part(name: str, side: str, token: str) -> str:
-    """A component in words: 'the embedding of 'keys'', 'L2.H5 at 'are''."""
+    """A component in words: 'the embedding of 'keys'', 'L2 H5 at 'are''."""
     if name in EMBEDDINGS:
         return t(f"qka_part_{name}", token=token)
     if name == "rest":
@@ -77,11 +78,11 @@ def part(name: str, side: str, token: str) -> str:
         return t(f"qka_part_bias_{side}")
     if name.endswith(".mlp"):
         return t("qka_part_mlp", layer=qk_work.layer_of(name), token=token)
-    return t("qka_part_head", name=name, token=token)
+    return t("qka_part_head", name=head_name(name), token=token)
 
 
 def sentence(term, query_token: str, key_token: str) -> str:
-    """One term as a sentence: 'query from L2.H5 at 'are' × key from the embedding of 'keys': 0.731'."""
+    """One term as a sentence: 'query from L2 H5 at 'are' × key from the embedding of 'keys': 0.731'."""
     value = f"{term.value:+.3f}"
     if term.query in ("alibi", "t5_bucket"):
         return t(f"qka_sentence_{term.query}", value=value)
@@ -94,11 +95,16 @@ def sentence(term, query_token: str, key_token: str) -> str:
 
 
 def label_of(name: str) -> str:
-    """A matrix row's or column's label: heads by name (L2.H5), the rest in words."""
+    """A matrix row's or column's label: heads as everywhere (L2 H5), the rest in words."""
     if name in (*EMBEDDINGS, "embeddings", "rest", "bias", "t5_bucket"):
         return t(f"qka_label_{name}")
     if name.endswith(".heads"):
         return f"L{qk_work.layer_of(name)} {t('qka_label_heads')}"
     if name.endswith(".mlp"):
         return f"L{qk_work.layer_of(name)}.MLP"
-    return "ALiBi" if name == "alibi" else name
+    return "ALiBi" if name == "alibi" else head_name(name)
+
+
+def head_name(name: str) -> str:
+    """The split's component name of a head, "L2.H5", as the app labels a head: "L2 H5"."""
+    return name.replace(".H", " H", 1) if name.startswith("L") and ".H" in name else name

@@ -57,3 +57,45 @@ def test_a_dominant_head_carries_the_prediction():
     ids_of = {n["id"] for n in graph.nodes}
     assert all(e["source"] in ids_of and e["target"] in ids_of for e in graph.edges)
     assert (layer, head) in graph.heads()
+
+
+def _reaches_the_prediction(graph: routes.Routes) -> bool:
+    """Every node of `graph` has a path of its own edges up to the prediction's stream."""
+    root = f"x{graph.n_layers}@{graph.position}"
+    reached, frontier = {root}, [root]
+    fed_by: dict[str, list[str]] = {}
+    for e in graph.edges:
+        fed_by.setdefault(e["target"], []).append(e["source"])
+    while frontier:
+        for source in fed_by.get(frontier.pop(), ()):
+            if source not in reached:
+                reached.add(source)
+                frontier.append(source)
+    return reached == {n["id"] for n in graph.nodes}
+
+
+def test_the_readable_cut_keeps_the_heads_that_carry_the_most_and_their_paths():
+    """Routes.strongest (issue 35, item 6: 574 nodes and 881 edges were drawn): the k head nodes with the
+    largest carried share, each connected to the prediction; the scaled head of the test above comes first."""
+    module = tiny("llama")
+    layer, head = module.config.n_layers - 1, 1
+    d = module.config.dim_per_head
+    with torch.no_grad():
+        module.blocks[layer].attn.o_proj.weight[:, head * d:(head + 1) * d] *= 30
+    model = LoadedModel(module, bpe_tokenizer(bos=False), ModelInfo.describe(module, "llama", "(test)", "llama", 64),
+                        {"pad_token": "<pad>"})
+    ids = torch.randint(3, 99, (1, T), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = module(ids, record=Recorder(*routes.ROUTE_NAMES), with_logits=False)
+    graph = routes.routes(model, "", run=recorded_run.Run(ids, [""] * T, T - 1, out), threshold=0.01)
+    carried = graph.carried()
+    assert carried[f"x{graph.n_layers}@{T - 1}"] == 1.0 and all(0 <= v <= 1 + 1e-9 for v in carried.values())
+    head_nodes = [n["id"] for n in graph.nodes if n["kind"] == "head"]
+    assert len(head_nodes) > 3 and _reaches_the_prediction(graph)
+    assert graph.strongest(1).heads() == [(layer, head)]
+    for k in (1, 3):
+        cut = graph.strongest(k)
+        kept = [n["id"] for n in cut.nodes if n["kind"] == "head"]
+        assert sorted(kept, key=carried.get) == sorted(head_nodes, key=carried.get)[-k:]
+        assert _reaches_the_prediction(cut) and len(cut.nodes) < len(graph.nodes)
+    assert graph.strongest(len(head_nodes)) is graph

@@ -283,14 +283,14 @@ def test_the_query_key_views_attribution_splits_the_score_it_names(app, minilm):
     app.selectbox(key="qka_key").set_value(1).run()
     assert_clean(app)
     expected = qk_attribution(minilm, text, 2, 5, 3, 1)
-    matrix = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)
-    assert abs(matrix.sum() - expected.score) <= 1e-3  # float32 cells
+    grouped = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)  # by layer first
+    assert abs(grouped.sum() - expected.score) <= 1e-3  # float32 cells
     assert any(f"Score {expected.score:.4f}" in c.value for c in app.caption)
     sentences = next(m.value for m in app.markdown if m.value.startswith("- query from"))
-    assert sentences.count("\n") == 9 and "×" in sentences
-    app.toggle(key="qka_grouped").set_value(True).run()
-    grouped = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)
-    assert grouped.shape[0] < matrix.shape[0] and abs(grouped.sum() - expected.score) <= 1e-3
+    assert sentences.count("\n") == 9 and "×" in sentences and ".H" not in sentences  # heads as L2 H5
+    app.toggle(key="qka_grouped").set_value(False).run()
+    matrix = z_array(chart(app, "qka_matrix")["data"][0]).astype(float)
+    assert grouped.shape[0] < matrix.shape[0] and abs(matrix.sum() - expected.score) <= 1e-3
     app.selectbox(key="qka_key2").set_value(4).run()
     assert_clean(app)
     assert any("Why key 1 beats key 4" in c.value for c in app.caption)

@@ -28,3 +28,9 @@ def test_the_three_sections_draw_on_a_decoder(smollm):
     expected = attribute(smollm, TEXT, " are", " is")
     line = next(m.value for m in at.markdown if m.value.startswith("Logit of the target minus"))
     assert f"**{expected.value:.4f}**" in line
+    # the routes: the ten head nodes that carry the most, named on the graph (the full graph: ~500 nodes)
+    heads = next(tr for tr in chart(at, "routes_graph")["data"] if tr.get("customdata"))
+    assert len(heads["x"]) == 10 and heads["mode"] == "markers+text"
+    assert all(label.startswith("L") and " H" in label for label in heads["text"])
+    assert any(c.value.startswith("Shown: the 10 head nodes that carry the most") for c in at.caption)
+

@@ -47,7 +47,7 @@ def test_a_bpe_models_page_shows_each_token_as_its_text(smollm):
         for element in at.get("plotly_chart"):
             figure = json.loads(element.proto.spec)
             for trace in figure.get("data", []):  # axis labels, hover text and tile labels
-                shown[f"chart {element.proto.id}"] = [s for key in ("x", "y", "text", "customdata")
+                shown[f"chart {element.proto.id}"] = [s for key in ("x", "y", "text", "hovertext", "customdata")
                                                       for s in strings(trace.get(key))]
             shown[f"chart {element.proto.id} axes"] = [s for name, axis in figure.get("layout", {}).items()
                                                        if name.startswith(("xaxis", "yaxis"))
