@@ -50,10 +50,11 @@ def _lens(model, args) -> int:
         print(json.dumps(result.to_json()))
         return 0
     print(f"position {result.position} {result.tokens[result.position]!r}; target {result.target_text!r}")
-    print(f"{'read':10s} {'target rank':>11s} {'prob':>7s}  top {args.k}")
+    # Ranks from 1 (the top token), as the page shows them; the JSON's target_rank counts from 0.
+    print(f"{'read':10s} {'rank (1=top)':>12s} {'prob':>7s}  top {args.k}")
     for i, label in enumerate(result.labels):
         top = ", ".join(f"{text!r} {p:.3f}" for text, p in zip(result.top_texts[i], result.top_probs[i]))
-        print(f"{label:10s} {int(result.target_rank[i]):11d} {result.target_prob[i]:7.4f}  {top}")
+        print(f"{label:10s} {int(result.target_rank[i]) + 1:12d} {result.target_prob[i]:7.4f}  {top}")
     return 0
 
 
