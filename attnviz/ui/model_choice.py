@@ -79,7 +79,7 @@ def get_model(source: str):
     # until the user asks to.
     failures = st.session_state.setdefault("load_failures", {})
     message = failures.get(source)
-    if message is None and _hub_unreachable(source):  # said at once, not after the hub client's retries
+    if message is None and hub_unreachable(source):  # said at once, not after the hub client's retries
         message = failures[source] = t("hub_unreachable", name=md(source))
     if message is None:
         try:
@@ -142,7 +142,7 @@ def _fallback(source: str):
     return None, source
 
 
-def _hub_unreachable(source: str) -> bool:
+def hub_unreachable(source: str) -> bool:
     """A hub source not loaded yet, with no route to the hub (decided once, quickly: loading.sources)."""
     if shelf.cached_model(workbench(), source, use=False) is not None:
         return False

@@ -20,7 +20,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.focus import set_focus
 from attnviz.ui.guard import guarded, heavy_slot, public_message, refused, workbench
 from attnviz.ui.language import language_switch, plot_text, t
-from attnviz.ui.model_choice import load_failure
+from attnviz.ui.model_choice import hub_unreachable, load_failure
 from attnviz.ui.qk_attribution import qk_attribution_section
 from attnviz.ui.tokens import token_chips
 from attnviz.ui.url_state import restore_from_url, seed_from_url, url_value, write_url
@@ -71,6 +71,8 @@ def get_model(name: str) -> tuple[object, str]:
     if name == RANDOM_MARIAN_NAME:
         return load_random_marian(), name
     failures = st.session_state.setdefault("translate_failures", {})
+    if name not in failures and hub_unreachable(name):  # said at once, as Explore does, not after ~26 s of retries
+        failures[name] = t("hub_unreachable", name=md(name))
     if name not in failures:
         try:
             model = shelf.cached_model(workbench(), name)

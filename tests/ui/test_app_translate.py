@@ -5,6 +5,7 @@ URL state and its validation, failures that fall back, and the page in Chinese."
 from __future__ import annotations
 
 import html
+import time
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
@@ -115,6 +116,20 @@ def test_a_model_that_is_not_for_translation_falls_back_with_a_message():
     at.text_input(key="translate_custom").input("/etc").run()
     clean(at)
     assert at.sidebar.error and "/etc" not in " ".join(e.value for e in at.sidebar.error)
+
+
+def test_a_hub_model_without_a_route_to_the_hub_fails_at_once(monkeypatch):
+    """Issue 35, item 10: Translate took 26 s of the hub client's retries where Explore says at once that the
+    server has no route to the hub."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = page()
+    started = time.monotonic()
+    at.text_input(key="translate_custom").input("Helsinki-NLP/opus-mt-en-de").run()
+    took = time.monotonic() - started
+    clean(at)
+    assert took < 10, took
+    assert any("no route to the hub" in e.value for e in at.sidebar.error)
+    assert chart(at, "translate_mosaic")["layout"]["meta"]["source_shape"][:2] == [6, 8]  # the untrained one
 
 
 def test_page_in_chinese():
