@@ -132,6 +132,10 @@ def impossible(block: dict, direction: str) -> bool:
     return block["n"] > 0 and block.get("n_scorable", {}).get(direction, block["n"]) == 0
 
 
+# Under this many scorable items a direction's top head is named with its count, not simply "best".
+FEW_ITEMS = 20
+
+
 def _value(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -140,8 +144,19 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
     direction_names = {"source_to_target": t("direction_s2t"), "target_to_source": t("direction_t2s")}
     if block.get("sink_aware"):
         st.info(t("sink_aware_on"))
+    counts = {d: block.get("n_scorable", {}).get(d, block["n"]) for d in DIRECTIONS}
+    # The direction with more items first (a decoder scores few items one way: 10 against 90).
+    ordered = sorted(DIRECTIONS, key=lambda d: -counts[d])
+
+    def best_label(direction: str) -> str:
+        best = block["best"][direction]
+        if not best:
+            return "-"
+        label = head_label(best["layer"], best["head"])
+        return t("best_few", head=label, n=counts[direction]) if counts[direction] < FEW_ITEMS else label
+
     cols = st.columns(2)
-    for col, direction in zip(cols, DIRECTIONS):
+    for col, direction in zip(cols, ordered):
         if impossible(block, direction):
             col.warning(t("direction_impossible", direction=direction_names[direction]))
             continue
@@ -151,20 +166,19 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
                                   best=(best["layer"], best["head"]) if best else None, text=plot_text())
         # A click opens that head's examples below (the examples' layer and head, and this direction).
         head_grid(col, figure, f"score_grid_{direction}", also={"finder_example_direction": direction})
-        col.caption(t("grid_caption", scorable=block.get("n_scorable", {}).get(direction, block["n"]),
-                      n=block["n"], best=head_label(best["layer"], best["head"]) if best else "-",
+        col.caption(t("grid_caption", scorable=counts[direction], n=block["n"], best=best_label(direction),
                       accuracy=_value(best and best["accuracy"]), first=_value(base["first_word_accuracy"]),
                       offset="-" if base["best_offset"] is None else f"{base['best_offset']:+d}",
                       offset_accuracy=_value(base["best_offset_accuracy"])))
     st.subheader(t("best_heads"))
     rows = []
-    possible = [d for d in DIRECTIONS if not impossible(block, d)]
+    possible = [d for d in ordered if not impossible(block, d)]
     for direction in possible:
         best, base = block["best"][direction], block["baselines"][direction]
         rows.append({
             t("column_direction"): direction_names[direction],
-            t("column_scorable"): block.get("n_scorable", {}).get(direction, block["n"]),
-            t("column_best_head"): head_label(best["layer"], best["head"]) if best else "-",
+            t("column_scorable"): counts[direction],
+            t("column_best_head"): best_label(direction),
             t("column_accuracy"): best and best["accuracy"],
             t("column_first_word_accuracy"): base["first_word_accuracy"],
             t("column_best_offset"): base["best_offset"],

@@ -71,3 +71,17 @@ def test_head_finder_on_a_decoder(monkeypatch):
     assert aware["sink_aware"] is True and aware["source_to_target"] is None
     assert aware["baselines"] == block["baselines"]
     assert any("first word is not a candidate" in i.value for i in at.info)
+
+    # English: a few items can be scored one way, most the other; the larger direction comes first, and a
+    # direction with too few items does not simply call its top head "best" (issue 35, item 10)
+    at.checkbox(key="finder_sink_aware").uncheck().run()
+    at.selectbox(key="finder_builtin").set_value("builtin:en").run()
+    at.selectbox(key="finder_relation").set_value("subject-verb").run()
+    finish_jobs(at.button(key="run_probe").click().run())
+    assert not at.exception, [e.value for e in at.exception]
+    english = at.session_state["finder_result"][1]["n_scorable"]
+    table = at.dataframe[0].value
+    assert table["scorable items"].tolist() == sorted(table["scorable items"].tolist(), reverse=True)
+    for count, label in zip(table["scorable items"], table["best head"]):
+        assert ("too few to call it best" in label) == (count < 20), (count, label)
+    assert min(english.values()) < 20 <= max(english.values()), english  # the case the note is for
