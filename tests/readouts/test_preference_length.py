@@ -55,7 +55,7 @@ def test_blimp_keeps_the_sum_and_says_so(smollm, tmp_path, capsys):
 def test_the_page_shows_the_mean_beside_the_sum_and_names_what_it_compares(smollm):
     require_offline(SMOLLM)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"model": SMOLLM, "text": SHORT, "compare": LONG})
+    at.query_params.update({"model": SMOLLM, "text": SHORT, "compare": LONG, "view": "matters"})
     at.run()
     assert_clean(at)
     expected = pair_preference(smollm, pair_from_texts(SHORT, LONG))
