@@ -80,7 +80,26 @@ def relation_scores(model, source: str) -> None:
     stored = st.session_state.get("finder_result")
     if stored and stored[0] == result_key:
         show_scores(model, source, stored[1], chosen, relation, result_key)
+        if builtin:
+            tops_several(bench, source, builtin, relation, relations, sink_aware, stored[1])
     own_sentence(source)
+
+
+def tops_several(bench, source: str, builtin: str, relation: str, relations: list[str], sink_aware: bool,
+                 block: dict) -> None:
+    """A head that is the best on other relations of the set as well (from the scores already shared, none
+    computed here) may track something general, a position or the nearest noun, rather than this relation."""
+    def best_heads(scores: dict) -> set[tuple[int, int]]:
+        return {(b["layer"], b["head"]) for b in scores["best"].values() if b}
+
+    mine = best_heads(block)
+    also: dict[tuple[int, int], list[str]] = {}
+    for other in relations:
+        scores = head_finder.shared_score(bench, source, builtin, other, sink_aware) if other != relation else None
+        for head in mine & (best_heads(scores) if scores else set()):
+            also.setdefault(head, []).append(relation_label(other))
+    for (layer, head), others in sorted(also.items()):
+        st.info(t("finder_tops_several", head=head_label(layer, head), relations=md(", ".join(others))))
 
 
 def relation_label(relation: str) -> str:
