@@ -81,8 +81,9 @@ def single_token(model: LoadedModel, text: str, what: str = "target") -> int:
         raise ValueError(f"the {what} is empty: type one token, e.g. ' are'")
     enc = model.encode(text, add_special_tokens=False)
     if len(enc.ids) != 1:
-        raise ValueError(f"the {what} {text!r} is {len(enc.ids)} tokens {list(enc.tokens)}, not one: "
-                         "choose a word the tokenizer keeps whole (mind the leading space)")
+        pieces = " + ".join(model.piece_texts(enc.ids))
+        raise ValueError(f"the {what} {text!r} is {len(enc.ids)} tokens ({pieces}), not one: choose a word the "
+                         "tokenizer keeps whole (mind the leading space)")
     return int(enc.ids[0])
 
 

@@ -203,6 +203,13 @@ class LoadedModel:
             return None
         return bytes(_BYTE_OF_CHAR[c] for c in token)
 
+    def piece_texts(self, ids) -> list[str]:
+        """Each token decoded alone for a message ("' are'"), a piece of a character as its bytes ("⟨f0 9f⟩")
+        instead of U+FFFD (an emoji is four byte-level pieces, each undecodable alone)."""
+        texts = self.tokenizer.decode_batch([[int(i)] for i in ids], skip_special_tokens=False)
+        return [repr(text) if "\ufffd" not in text or self.token_bytes(int(i)) is None else
+                "⟨" + " ".join(f"{b:02x}" for b in self.token_bytes(int(i))) + "⟩" for i, text in zip(ids, texts)]
+
     def encode(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
                add_special_tokens: bool = True):
         """The tokenizer's encoding (ids, offsets, specials), truncated to info.max_tokens, or to `max_tokens`

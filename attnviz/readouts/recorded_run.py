@@ -106,7 +106,7 @@ def token_id(model: LoadedModel, target: int | str | None) -> int | None:
         raise ValueError("the target token is empty: type one token, e.g. ' are' with its leading space")
     ids = list(model.encode(target, add_special_tokens=False).ids)
     if len(ids) != 1:
-        pieces = " + ".join(repr(p) for p in token_texts(model, ids)) or "nothing"
+        pieces = " + ".join(model.piece_texts(ids)) or "nothing"
         raise ValueError(f"{target!r} is {len(ids)} tokens for this tokenizer ({pieces}), not one: choose a "
                          "single token")
     return ids[0]

@@ -34,4 +34,4 @@ def test_patch_json(tiny_llama, capsys):
 
 def test_patch_refuses_a_target_of_several_tokens(tiny_llama, capsys):
     assert main(["patch", "--model", str(tiny_llama), *ARGS[:-1], " is"]) == 2
-    assert "' is' is 3 tokens ['Ġ', 'i', 's']" in capsys.readouterr().err
+    assert "' is' is 3 tokens (' ' + 'i' + 's')" in capsys.readouterr().err  # the text, never Ġ

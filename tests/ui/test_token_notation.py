@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.readouts.attribution import attribute
@@ -86,3 +87,18 @@ def test_a_target_without_its_space_is_named_and_the_spaced_one_offered(smollm):
     expected = attribute(smollm, "The keys to the cabinet", " are", " is")
     line = next(m.value for m in at.markdown if m.value.startswith("Logit of the target minus"))
     assert f"**{expected.value:.4f}**" in line
+
+
+def test_a_refused_target_names_its_pieces_as_text_and_bytes(smollm):
+    """An emoji target (three byte-level pieces for SmolLM2) was refused as three U+FFFD; a spaced word as
+    'Ġare'. The message names each piece as its text, a piece of a character as its bytes."""
+    from attnviz.interventions.patching import single_token
+    from attnviz.readouts.recorded_run import token_id
+
+    for refuse in (lambda text: token_id(smollm, text), lambda text: single_token(smollm, text)):
+        with pytest.raises(ValueError) as emoji:
+            refuse("🦒")  # three pieces: f0 9f, a6, 92
+        assert "\ufffd" not in str(emoji.value) and "⟨f0 9f" in str(emoji.value), emoji.value
+        with pytest.raises(ValueError) as words:
+            refuse(" are on")
+        assert "' are' + ' on'" in str(words.value) and "Ġ" not in str(words.value), words.value
