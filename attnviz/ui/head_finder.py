@@ -25,7 +25,7 @@ from attnviz.ui.retrieval import retrieval_section
 from attnviz.ui.sidebar import sidebar
 from attnviz.ui.strings import STRINGS
 from attnviz.ui.url_state import MAX_TEXT
-from attnviz.ui.widgets import head_grid, word_pair_ranking
+from attnviz.ui.widgets import head_grid, head_table, word_pair_ranking
 from attnviz.workbench import head_finder, traces
 
 UPLOAD_MB = 20  # matches server.maxUploadSize in .streamlit/config.toml
@@ -203,7 +203,9 @@ def show_scores(model, source: str, block: dict, items, relation: str, result_ke
             t("column_best_offset"): base["best_offset"],
             t("column_offset_accuracy"): base["best_offset_accuracy"],
         })
-    st.dataframe(rows, hide_index=True)
+    head_table(st, {name: [row[name] for row in rows] for name in (rows[0] if rows else {})},
+               [(block["best"][d]["layer"], block["best"][d]["head"]) if block["best"][d] else None for d in possible],
+               "finder_best_table")
     st.caption(t("finder_counts", n=block["n"], skipped=block["n_skipped"]))
     possible = [d for d in possible if block["best"][d]]
     if not possible:

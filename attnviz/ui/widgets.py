@@ -8,7 +8,7 @@ import streamlit as st
 from attnviz.analysis import rank_heads
 from attnviz.analysis.views import token_labels
 from attnviz.ui.escape import md
-from attnviz.ui.focus import bound, focus, follow_focus_change, set_focus
+from attnviz.ui.focus import bound, focus, follow_focus_change, head_label, set_focus
 from attnviz.ui.language import t
 from attnviz.ui.url_state import seed_from_url
 
@@ -41,13 +41,24 @@ def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
         st.warning(md(error))
         return []
     st.markdown(t("top_heads", source=md(words[source]), target=md(words[target])))
-    st.dataframe(
-        {t("column_layer"): [r[0] for r in ranking[:TOP_HEADS_SHOWN]],
-         t("column_head"): [r[1] for r in ranking[:TOP_HEADS_SHOWN]],
-         t("column_attention"): [round(r[2], 4) for r in ranking[:TOP_HEADS_SHOWN]]},
-        hide_index=True,
-    )
+    top = ranking[:TOP_HEADS_SHOWN]
+    head_table(st, {t("column_head"): [head_label(layer, head) for layer, head, _ in top],
+                    t("column_attention"): [round(r[2], 4) for r in top]},
+               [(layer, head) for layer, head, _ in top], f"{key_prefix}_ranking")
     return ranking
+
+
+def head_table(container, columns: dict, heads: list[tuple[int, int] | None], key: str) -> None:
+    """A table with one head a row (`heads`, None for a row with none): a click on a row makes its head the
+    focus head, as a grid's click does (head_grid), and every one-head view follows."""
+    def open_head() -> None:
+        rows = ((st.session_state.get(key) or {}).get("selection") or {}).get("rows") or []
+        if rows and 0 <= rows[0] < len(heads) and heads[rows[0]] is not None:
+            set_focus(layer=heads[rows[0]][0], head=heads[rows[0]][1])
+            st.session_state[OPENED] = True
+
+    container.dataframe(columns, hide_index=True, key=key, on_select=open_head, selection_mode="single-row")
+    container.caption(t("table_opens_head"))
 
 
 def picked_head(event) -> tuple[int, int] | None:

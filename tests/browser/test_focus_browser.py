@@ -10,7 +10,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.conftest import SMOLLM, require_offline
+import attnviz
+from tests.conftest import MINILM, SMOLLM, require_offline
 from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
 
 TEXT = "The keys to the cabinet"
@@ -51,11 +52,11 @@ def go(page, index: int) -> None:
     page.wait_for_timeout(500)
 
 
-def wait_for_focus(page, wanted: dict[str, str]) -> None:
+def wait_for_focus(page, wanted: dict[str, str], timeout: int = 120_000) -> None:
     page.wait_for_function("""wanted => {
         const params = new URLSearchParams(location.search);
         return Object.entries(wanted).every(([k, v]) => params.get(k) === v);
-    }""", arg=wanted, timeout=120_000)
+    }""", arg=wanted, timeout=timeout)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -102,4 +103,51 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         assert page.locator(".st-key-minpair_text input").input_value() == SECOND
         wait_for_focus(page, wanted | {"view": "matters"})
         page.screenshot(path=str(SCREENSHOT).format(lang=lang), full_page=False)
+        browser.close()
+
+
+def test_a_click_on_a_row_of_the_word_link_ranking_opens_that_head():
+    """Issue 35, item 3: a table of heads opens the head clicked, as a grid does (ui/widgets.head_table). The
+    ranking's second row is compared with the notebook API's rank_heads on the same words."""
+    require_offline(MINILM)
+    from attnviz.analysis import rank_heads
+
+    text = "The keys to the cabinet are on the table."
+    trace = attnviz.load(MINILM).run(text)
+    source, target = trace.words.index("keys"), trace.words.index("are")
+    wanted = rank_heads(trace, source, target)[1][:2]
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(f"{url}/?text={quote(text)}")
+        page.wait_for_function(GRID_HAS, arg="cabinet", timeout=240_000)
+        page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
+        page.get_by_text("Which heads link two words?").click()
+        page.wait_for_timeout(1000)  # the expander opening
+        for label, word in (("From word", source), ("To word", target)):
+            box, option = page.get_by_role("combobox", name=label), f"{word}: {trace.words[word]}"
+            for _ in range(3):  # a click during a redraw can leave the list closed
+                box.click()
+                box.press_sequentially(option)  # the searchable box filters to it
+                if page.get_by_role("option", name=option, exact=True).count():
+                    break
+                box.press("Escape")
+                page.wait_for_timeout(1000)
+            page.get_by_role("option", name=option, exact=True).click()
+            page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
+        table = page.locator(".st-key-explore_ranking [data-testid=stDataFrameResizable]")
+        table.wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
+        box = table.bounding_box()
+        shown = [str(wanted[0]), str(wanted[1])]
+        for _ in range(3):  # the row marker of the second row (a header and a row are 35 px each)
+            page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 + 17)
+            try:
+                page.wait_for_function(HEAD_SHOWN, arg=shown, timeout=15_000)
+                break
+            except Exception:
+                page.wait_for_timeout(1000)
+        page.wait_for_function(HEAD_SHOWN, arg=shown, timeout=60_000)  # the head detail shows it
+        wait_for_focus(page, {k: v for k, v in zip(("layer", "head"), shown) if v != "0"})  # 0 is no key
+        assert page.locator("[data-testid=stException]").count() == 0
         browser.close()

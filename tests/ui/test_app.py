@@ -66,7 +66,8 @@ def test_token_focus_ranks_heads_and_outlines_them(app):
     app.selectbox(key="explore_target").set_value(5).run()  # are
     assert_clean(app)
     table = app.dataframe[0].value
-    assert list(table.columns) == ["layer", "head", "attention"] and table["attention"].is_monotonic_decreasing
+    assert list(table.columns) == ["head", "attention"] and table["attention"].is_monotonic_decreasing
+    assert table["head"].str.fullmatch(r"L\d+ H\d+").all()  # one head label everywhere
     shapes = chart(app, "model_view")["layout"].get("shapes", [])
     assert len([s for s in shapes if s.get("line", {}).get("color")]) >= 5
 
