@@ -113,7 +113,7 @@ def test_a_decoder_sets_its_first_token_aside(page):
     page.goto(f"{BASE['url']}/?model={quote(SMOLLM)}&text={quote(TEXT)}&layer=5&head=2")
     page.wait_for_function(GRID_HAS, arg="cabinet", timeout=300_000)
     page.wait_for_selector(IDLE, timeout=120_000)
-    expect(page.get_by_text("First-token share:").first).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("First-token share on this sentence:").first).to_be_visible(timeout=30_000)
     rows = page.evaluate(HEAD_ROWS)
     assert rows > 5
     page.get_by_text("Set the first token aside", exact=True).click()

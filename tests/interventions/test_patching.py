@@ -177,8 +177,9 @@ def test_results_batch_size_and_stop(decoder):
 
 def test_targets_must_be_one_token_each_and_differ(decoder):
     model, _ = decoder
-    with pytest.raises(ValueError, match=r"' is' is \d tokens \[.*'Ġ'"):
+    with pytest.raises(ValueError, match=r"' is' is \d tokens \('.*' \+ '") as refused:
         patching.patch_pair(model, "The keys to the cabinet", "The key to the cabinet", " are", " is")
+    assert "Ġ" not in str(refused.value)  # each piece as the text it stands for
     with pytest.raises(ValueError, match="same token"):
         patching.patch_pair(model, "The keys to the cabinet", "The key to the cabinet", " are", " are")
 

@@ -109,8 +109,11 @@ def test_t5_encoder_scores_are_attributed_with_their_bucket_term(folders, monkey
     check = next(c.value for c in at.caption if c.value.startswith("Score "))
     score, total = (float(v) for v in re.findall(r"-?\d+\.\d{4}", check)[:2])
     assert abs(score - total) <= 1e-4
+    labels = chart(at, "qka_matrix")["layout"]["yaxis"]["ticktext"]  # by layer first
+    assert labels[:2] == ["embeddings", "L0 heads"] and labels[-1] == "T5 bucket"
+    at.toggle(key="qka_grouped").set_value(False).run()
     labels = chart(at, "qka_matrix")["layout"]["yaxis"]["ticktext"]
-    assert labels[:2] == ["embedding", "L0.H0"] and "L0.MLP" in labels and labels[-1] == "T5 bucket"
+    assert labels[:2] == ["embedding", "L0 H0"] and "L0.MLP" in labels and labels[-1] == "T5 bucket"
     assert "query from" in at.markdown[-1].value  # the largest terms, told as sentences
     bart = open_model(folders / "tiny-bart", monkeypatch)
     bart.text_area(key="translate_source").input(SOURCE).run()
