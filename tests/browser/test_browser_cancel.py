@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import SMOLLM, require_offline
-from tests.helpers.browser import ROOT, goes_idle, idle_cpu, launch_chromium, streamlit_app
+from tests.helpers.browser import ROOT, goes_idle, idle_cpu, launch_chromium, open_tab, streamlit_app
 
 # About 42 tokens, under the scan's 64: each of the 270 passes is then slow enough (a 10-token sentence is
 # scanned in about 8 s) that Cancel lands mid-scan after the test has measured the busy server.
@@ -32,10 +32,11 @@ def start_scan(browser, url):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(url + LINK)
     page.wait_for_selector("[data-testid=stApp]")
-    page.get_by_role("tab", name="Does it matter").click(timeout=240_000)  # SmolLM2 loads first
+    open_tab(page, "Does it matter")  # SmolLM2 loads first
     page.get_by_text("Switch heads off").click()
     scan = page.get_by_role("button", name="Scan every head (270 forward passes)")
-    started = page.get_by_text(re.compile("Starting…|Waiting for the server|Heads switched off"))
+    # the job's own words only: "Heads switched off" alone is also the heading of the ablation's second table
+    started = page.get_by_text(re.compile(r"Starting…|Waiting for the server|Heads switched off: \d+ of 270"))
     for _ in range(3):  # a click while the page is still running its last rerun can be dropped: click again
         scan.click(timeout=180_000)
         try:

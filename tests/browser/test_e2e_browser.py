@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import MINILM, require_offline
-from tests.helpers.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, streamlit_server
+from tests.helpers.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, open_tab, streamlit_server
 
 SCREENSHOT = ROOT / "artifacts" / "explore.png"
 
@@ -79,7 +79,7 @@ def test_a_link_switches_heads_off_and_the_scan_draws(page):
     url = page.url.split("?")[0]
     page.goto(f"{url}?text=Dogs+bark+at+night.&off=0.1,2.3&off_layers=4")
     page.wait_for_function(GRID_HAS, arg="bark", timeout=120_000)
-    page.get_by_role("tab", name="Does it matter").click()  # Explore's views by question (ui/explore.py)
+    open_tab(page, "Does it matter")  # Explore's views by question (ui/explore.py)
     page.get_by_text("Switch heads off").click()
     expect(page.get_by_text("14 of 72 heads switched off.")).to_be_visible(timeout=30_000)
     expect(page.get_by_text("Sentence embedding change (1 - cosine)")).to_be_visible()

@@ -12,7 +12,7 @@ from playwright.sync_api import sync_playwright
 
 import attnviz
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, streamlit_server
+from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, open_tab, streamlit_server
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
@@ -69,7 +69,7 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         page.goto(f"{url}/?model={quote(SMOLLM, safe='')}&lang={lang}&text={quote(TEXT)}&text_b={quote(SECOND)}")
         page.wait_for_function(GRID_HAS, arg="cabinet", timeout=240_000)
         # a head picked in the attribution grid (computed at once for a short text)
-        page.get_by_role("tab", name=TABS[lang]["writes"]).click()
+        open_tab(page, TABS[lang]["writes"])
         page.wait_for_function(GRID_CELL, arg=["dla_grid", 0, 0], timeout=120_000)
         for _ in range(3):  # a redraw can take the first click
             x, y = page.evaluate(GRID_CELL, ["dla_grid", 7, 5])
@@ -84,7 +84,7 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         wait_for_focus(page, wanted)
         # the head detail, the patching table and the focus line follow the clicked head
         page.get_by_text(re.compile(r"(head|头) L7 H5")).first.wait_for(timeout=60_000)
-        page.get_by_role("tab", name=TABS[lang]["looks"]).click()
+        open_tab(page, TABS[lang]["looks"])
         page.wait_for_function(HEAD_SHOWN, arg=["7", "5"], timeout=60_000)
         for index in (2, 0, 3, 0, 1, 0, 4, 0):  # Learn, back, Translate, back, Head Finder, back, Findings, back
             go(page, index)
@@ -98,7 +98,7 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
                 assert page.locator(".st-key-learn_text input").input_value() == TEXT
         assert link(page).get("lang") == (lang if lang != "en" else None)
         # the pair is the patching's second sentence, and its tab is named in the link
-        page.get_by_role("tab", name=TABS[lang]["matters"]).click()
+        open_tab(page, TABS[lang]["matters"])
         page.locator(".st-key-minpair_text input").wait_for(timeout=120_000)
         assert page.locator(".st-key-minpair_text input").input_value() == SECOND
         wait_for_focus(page, wanted | {"view": "matters"})

@@ -156,3 +156,18 @@ def goes_idle(pid: int, within: float) -> list[float]:
         if windows[-1] < 1.0:
             break
     return windows
+
+
+# The page's script is not running (Streamlit marks the app element with its state).
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+
+
+def open_tab(page, name: str, timeout: float = 240_000) -> None:
+    """Open Explore's tab `name` and wait for its views: a switch reruns the page (only the open tab's views
+    run, ui/explore.py), and a click made while that rerun is under way can be lost."""
+    page.get_by_role("tab", name=name).click(timeout=timeout)
+    page.wait_for_function("""name => [...document.querySelectorAll('[role=tab]')].some(
+        tab => tab.getAttribute('aria-selected') === 'true' && tab.innerText.trim() === name)""", arg=name,
+                           timeout=timeout)
+    page.wait_for_timeout(500)  # the rerun's start
+    page.wait_for_selector(IDLE, timeout=timeout)
