@@ -1,7 +1,9 @@
-"""Tiny random T5 and BART models (HF eager) with their tiny fast tokenizers, trained here offline, and
+"""Tiny random T5 and BART models (HF eager) with their tiny fast tokenizers, built here offline, and
 our `EncoderDecoder` built from them."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -65,15 +67,27 @@ EN = ["translate English to German: The keys to the cabinet are on the table.",
 
 
 def t5_tokenizer():
-    """A tiny SentencePiece (Unigram) tokenizer as T5's: Metaspace pieces, </s> appended."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """A tiny SentencePiece (Unigram) tokenizer as T5's: Metaspace pieces, </s> appended. Its vocabulary is
+    written out, not trained: the Unigram trainer gave another vocabulary in each process (so other ids and
+    a parity margin that moved from run to run). Words of up to five letters are one piece, longer ones two
+    (their first three letters after the space mark, then the rest), every character of EN a fallback."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import T5TokenizerFast
 
-    tok = Tokenizer(models.Unigram())
+    counts = Counter()
+    for text in EN:
+        for word in text.split():
+            counts.update(["\u2581" + word] if len(word) <= 5 else ["\u2581" + word[:3], word[3:]])
+    characters = sorted({c for text in EN for c in text if not c.isspace()} | {"\u2581"})
+    total = sum(counts.values())
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    vocab += [(piece, math.log(n / total)) for piece, n in sorted(counts.items())]
+    vocab += [(c, -20.0) for c in characters if c not in counts]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
-    tok.train_from_iterator(EN * 3, trainers.UnigramTrainer(vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"],
-                                                            unk_token="<unk>"))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
                                                        special_tokens=[("</s>", 1)])
     return T5TokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>", pad_token="<pad>", extra_ids=0)
