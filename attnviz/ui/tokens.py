@@ -50,15 +50,23 @@ def token_chips(trace, token_bytes=None) -> None:
             st.caption(t("tokens_window", first=start, last=stop - 1, n=n))
         # st.html, not st.markdown: Markdown and LaTeX would read `$`, backticks, `_` or `~` in a token as
         # formulas, code or emphasis and swallow the chips' own markup.
-        st.html(f'<div style="line-height:1.9">{"".join(_chips(trace, start, stop, token_bytes))}</div>')
+        # The chips' look once, in classes: inline on every chip it was about 60 KB of a long text's page.
+        st.html(f'{CHIP_CSS}<div class="attnviz-chips">{"".join(_chips(trace, start, stop, token_bytes))}</div>')
 
 
-CHIP_STYLE = "border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;font-family:monospace"
+# One chip: `avc`, with `sp` for a special token, `pc` for a byte piece, `ch` for a character of pieces.
+CHIP_CSS = ("<style>.attnviz-chips{line-height:1.9}"
+            ".avc{background:#e8f0fe;border-radius:6px;padding:1px 6px;margin:2px;display:inline-block;"
+            "font-family:monospace}.avc sub{color:#888}.avc.sp{background:#eee;color:#555}"
+            ".avc.pc{background:#f1f3f4}.avc.ch{outline:1px dashed #8ab4f8}"
+            ".attnviz-word{display:inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0}"
+            ".attnviz-pieces{display:inline-block;vertical-align:top}"
+            ".attnviz-pieces summary{list-style:none;cursor:pointer;display:inline-block}</style>")
 
 
-def _chip(shown: str, sub: str, style: str = "background:#e8f0fe") -> str:
-    """One chip's HTML, of text already escaped."""
-    return f'<span style="{style};{CHIP_STYLE}">{shown}<sub style="color:#888"> {sub}</sub></span>'
+def _chip(shown: str, sub: str, kind: str = "") -> str:
+    """One chip's HTML, of text already escaped; `kind` one of CHIP_CSS's modifiers."""
+    return f'<span class="avc{" " + kind if kind else ""}">{shown}<sub> {sub}</sub></span>'
 
 
 def _chips(trace, start: int, stop: int, token_bytes=None) -> list[str]:
@@ -70,7 +78,7 @@ def _chips(trace, start: int, stop: int, token_bytes=None) -> list[str]:
         # escape_label makes blank tokens visible ("␣"); HTML escaping is html.escape's job alone here, as
         # escape_label's own entities (for plotly) would be escaped twice and show as "&lt;".
         shown = html.escape(token if special or token.strip() else plots.escape_label(token))
-        chips.append(_chip(shown, str(token_id), "background:#eee;color:#555" if special else "background:#e8f0fe"))
+        chips.append(_chip(shown, str(token_id), "sp" if special else ""))
     for a, b in piece_runs(trace):
         a, b = max(a, start), min(b, stop)
         if b - a > 1:
@@ -80,8 +88,7 @@ def _chips(trace, start: int, stop: int, token_bytes=None) -> list[str]:
     for word, a, b in reversed(runs):  # word boundaries (docs/api.md word rule)
         if word is not None:
             name = html.escape(trace.words[word])
-            chips[a:b] = [f'<span class="attnviz-word" data-word="{name}" title="{name}" style="display:'
-                          f'inline-block;border-bottom:2px solid #8ab4f8;margin:0 5px 0 0">'
+            chips[a:b] = [f'<span class="attnviz-word" data-word="{name}" title="{name}">'
                           f'{"".join(chips[a:b])}</span>'] + [""] * (b - a - 1)
     return chips
 
@@ -95,12 +102,9 @@ def _character_chip(trace, labels: list[str], a: int, b: int, token_bytes=None) 
     for k in range(a, b):
         piece = token_bytes(trace.input_ids[k]) if token_bytes is not None else None
         text = "⟨" + " ".join(f"{byte:02x}" for byte in piece) + "⟩" if piece else labels[k]
-        pieces.append(_chip(html.escape(text), str(trace.input_ids[k]), "background:#f1f3f4"))
-    return (f'<details class="attnviz-pieces" style="display:inline-block;vertical-align:top">'
-            f'<summary style="list-style:none;cursor:pointer;display:inline-block" '
-            f'title="{html.escape(t("chip_pieces", n=b - a))}">'
-            f'{_chip(shown, "×" + str(b - a), "background:#e8f0fe;outline:1px dashed #8ab4f8")}</summary>'
-            f'{"".join(pieces)}</details>')
+        pieces.append(_chip(html.escape(text), str(trace.input_ids[k]), "pc"))
+    return (f'<details class="attnviz-pieces"><summary title="{html.escape(t("chip_pieces", n=b - a))}">'
+            f'{_chip(shown, "×" + str(b - a), "ch")}</summary>{"".join(pieces)}</details>')
 
 
 MAX_PIECES = 4  # a UTF-8 character has at most 4 bytes, so its pieces are at most 4 tokens

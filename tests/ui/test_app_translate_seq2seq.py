@@ -50,7 +50,7 @@ def axis_tokens(figure: dict, axis: str) -> list[str]:
 def chip_tokens(at: AppTest) -> list[str]:
     """The token chips' texts, in order (ui/explore.py's token_chips)."""
     body = " ".join(e.proto.body for e in at.get("html"))
-    return [html.unescape(text) for text in re.findall(r'monospace">(.*?)<sub', body)]
+    return [html.unescape(text) for text in re.findall(r'<span class="avc[^"]*">(.*?)<sub', body)]
 
 
 def test_t5_prefix_is_shown_editable_and_read(folders, monkeypatch):
