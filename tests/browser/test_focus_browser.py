@@ -16,8 +16,10 @@ from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, open_tab, str
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
-TABS = {"en": {"looks": "Where it looks", "writes": "What it writes", "matters": "Does it matter"},
-        "zh": {"looks": "看向哪里", "writes": "写入什么", "matters": "是否重要"}}
+TABS = {"en": {"looks": "Where it looks", "writes": "What it writes", "matters": "Does it matter",
+               "patching": "Patch activations", "patch_run": "Patch every head, MLP and position"},
+        "zh": {"looks": "看向哪里", "writes": "写入什么", "matters": "是否重要",
+               "patching": "在两句之间替", "patch_run": "替换每个头、每个 MLP 和每个位置"}}
 SCREENSHOT = ROOT / "artifacts" / "focus_{lang}.png"
 
 # JavaScript: viewport coordinates of the cell [layer, head] of the keyed grid (its pick points carry
@@ -102,6 +104,11 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         page.locator(".st-key-minpair_text input").wait_for(timeout=120_000)
         assert page.locator(".st-key-minpair_text input").input_value() == SECOND
         wait_for_focus(page, wanted | {"view": "matters"})
+        # patching's one-head table is the focus head's (the pair's default: the prefixes, SmolLM2's " are"/" is")
+        page.get_by_text(TABS[lang]["patching"]).first.click()
+        page.get_by_role("button", name=TABS[lang]["patch_run"]).click(timeout=60_000)
+        page.get_by_text(re.compile(r"L7 H5 ?[（(]")).first.wait_for(timeout=240_000)
+        assert page.locator("[data-testid=stException]").count() == 0
         page.screenshot(path=str(SCREENSHOT).format(lang=lang), full_page=False)
         browser.close()
 
