@@ -47,6 +47,7 @@ ALLOWED_PATTERNS = [
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef]")
 TAG = re.compile(r"<[^>]*>")
+STYLE = re.compile(r"<style>.*?</style>", re.S)
 PLACEHOLDER = re.compile(r"%\{[^}]*\}")
 MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
@@ -111,7 +112,7 @@ def visible(at: AppTest, token_column: str) -> list[tuple[str, str]]:
                     "Text", "Toast"):
             add(kind, node.value)
         elif kind == "html":
-            add(kind, html.unescape(TAG.sub(" ", node.proto.body)))
+            add(kind, html.unescape(TAG.sub(" ", STYLE.sub(" ", node.proto.body))))  # CSS is no visible text
         elif name == "Dataframe":
             table = node.value
             add("dataframe.columns", *map(str, table.columns))
