@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import MINILM, require_offline
-from tests.helpers.browser import GRID_HAS, ROOT, TILE_CENTRE, launch_chromium, open_tab, streamlit_server
+from tests.helpers.browser import GRID_HAS, ROOT, TILE_CENTRE, click_until, launch_chromium, open_tab, streamlit_server
 
 SCREENSHOT = ROOT / "artifacts" / "explore.png"
 
@@ -87,16 +87,8 @@ def test_a_link_switches_heads_off_and_the_scan_draws(page):
     expect(heads.get_by_text("L2 H3", exact=True)).to_be_visible()  # one head label everywhere
     drawn = """() => [...document.querySelectorAll('.js-plotly-plot')].some(
         gd => (gd.layout?.title?.text || '').includes('embedding change'))"""
-    for _ in range(3):  # a click made while the page still reruns can be dropped: click again if so
-        scan = page.get_by_role("button", name="Scan every head (72 forward passes)")
-        if not scan.count():
-            break
-        scan.click()
-        try:
-            page.wait_for_function(drawn, timeout=45_000)
-            break
-        except Exception:
-            page.wait_for_timeout(1000)
+    click_until(page, page.get_by_role("button", name="Scan every head (72 forward passes)"),
+                lambda: page.wait_for_function(drawn, timeout=45_000))
     page.wait_for_function(drawn, timeout=120_000)
     assert page.locator("[data-testid=stException]").count() == 0
     page.screenshot(path=str(ROOT / "artifacts" / "ablation.png"), full_page=True)

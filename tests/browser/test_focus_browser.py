@@ -12,7 +12,7 @@ from playwright.sync_api import sync_playwright
 
 import attnviz
 from tests.conftest import MINILM, SMOLLM, require_offline
-from tests.helpers.browser import GRID_HAS, ROOT, launch_chromium, open_tab, streamlit_server
+from tests.helpers.browser import GRID_HAS, ROOT, click_until, launch_chromium, open_tab, streamlit_server
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
@@ -110,15 +110,8 @@ def test_the_researchers_path_keeps_the_focus_on_every_page(lang):
         one_head = page.get_by_text(re.compile(r"L7 H5 ?[（(]")).first
         run = page.get_by_role("button", name=TABS[lang]["patch_run"])
         run.wait_for(timeout=60_000)
-        for _ in range(3):  # a click made while the page still reruns can be dropped: click again if so
-            if not run.count():
-                break
-            run.click()
-            try:
-                page.get_by_role("button", name=CANCEL[lang]).or_(one_head).first.wait_for(timeout=30_000)
-                break
-            except Exception:
-                page.wait_for_timeout(1000)
+        click_until(page, run, lambda: page.get_by_role("button", name=CANCEL[lang]).or_(one_head).first.wait_for(
+            timeout=30_000))
         one_head.wait_for(timeout=300_000)
         assert page.locator("[data-testid=stException]").count() == 0
         page.screenshot(path=str(SCREENSHOT).format(lang=lang), full_page=False)

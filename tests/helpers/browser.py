@@ -171,3 +171,19 @@ def open_tab(page, name: str, timeout: float = 240_000) -> None:
                            timeout=timeout)
     page.wait_for_timeout(500)  # the rerun's start
     page.wait_for_selector(IDLE, timeout=timeout)
+
+
+def click_until(page, button, started, tries: int = 3) -> None:
+    """Click `button` until `started()` (a wait that raises on its timeout) passes: a click made while the page
+    still reruns can be dropped. Stops once the button is gone (the job it starts has taken its place)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        if not button.count():
+            return
+        button.click()
+        try:
+            started()
+            return
+        except PlaywrightTimeout:
+            page.wait_for_selector(IDLE, timeout=120_000)  # the rerun that took the click, over

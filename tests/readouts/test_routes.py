@@ -39,7 +39,9 @@ def test_the_parts_of_every_sum_add_up_to_the_models_own_streams(model_type):
                 assert (parts["terms"](head).sum(0) - parts["heads"][head]).abs().max() <= 1e-6
 
 
-def test_a_dominant_head_carries_the_prediction():
+def dominant_head_routes(threshold: float) -> tuple[routes.Routes, int, int]:
+    """The routes of a tiny Llama whose last layer's head 1 has its slice of the output projection 30 times
+    larger, with that (layer, head)."""
     module = tiny("llama")
     layer, head = module.config.n_layers - 1, 1
     d = module.config.dim_per_head
@@ -50,7 +52,11 @@ def test_a_dominant_head_carries_the_prediction():
     ids = torch.randint(3, 99, (1, T), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         out = module(ids, record=Recorder(*routes.ROUTE_NAMES), with_logits=False)
-    graph = routes.routes(model, "", run=recorded_run.Run(ids, [""] * T, T - 1, out), threshold=0.04)
+    return routes.routes(model, "", run=recorded_run.Run(ids, [""] * T, T - 1, out), threshold=threshold), layer, head
+
+
+def test_a_dominant_head_carries_the_prediction():
+    graph, layer, head = dominant_head_routes(threshold=0.04)
     into_mid = {e["source"]: e["importance"] for e in graph.edges if e["target"] == f"mid{layer}@{T - 1}"}
     assert max(into_mid, key=into_mid.get) == f"L{layer}.H{head}@{T - 1}"
     assert all(0 < e["importance"] <= 1 for e in graph.edges)
@@ -77,17 +83,7 @@ def _reaches_the_prediction(graph: routes.Routes) -> bool:
 def test_the_readable_cut_keeps_the_heads_that_carry_the_most_and_their_paths():
     """Routes.strongest (issue 35, item 6: 574 nodes and 881 edges were drawn): the k head nodes with the
     largest carried share, each connected to the prediction; the scaled head of the test above comes first."""
-    module = tiny("llama")
-    layer, head = module.config.n_layers - 1, 1
-    d = module.config.dim_per_head
-    with torch.no_grad():
-        module.blocks[layer].attn.o_proj.weight[:, head * d:(head + 1) * d] *= 30
-    model = LoadedModel(module, bpe_tokenizer(bos=False), ModelInfo.describe(module, "llama", "(test)", "llama", 64),
-                        {"pad_token": "<pad>"})
-    ids = torch.randint(3, 99, (1, T), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        out = module(ids, record=Recorder(*routes.ROUTE_NAMES), with_logits=False)
-    graph = routes.routes(model, "", run=recorded_run.Run(ids, [""] * T, T - 1, out), threshold=0.01)
+    graph, layer, head = dominant_head_routes(threshold=0.01)
     carried = graph.carried()
     assert carried[f"x{graph.n_layers}@{T - 1}"] == 1.0 and all(0 <= v <= 1 + 1e-9 for v in carried.values())
     head_nodes = [n["id"] for n in graph.nodes if n["kind"] == "head"]
