@@ -55,13 +55,18 @@ class Routes:
         """The (layer, head) pairs the routes pass through, once each, in layer order."""
         return sorted({(n["layer"], n["head"]) for n in self.nodes if n["kind"] == "head"})
 
+    def _feeds(self) -> dict[str, list[tuple[str, float]]]:
+        """Each node's outgoing edges: the sums it is a part of, with the edge's importance."""
+        feeds: dict[str, list[tuple[str, float]]] = {}
+        for e in self.edges:
+            feeds.setdefault(e["source"], []).append((e["target"], e["importance"]))
+        return feeds
+
     def carried(self) -> dict[str, float]:
         """The share of the prediction each node carries: 1 for the prediction's stream, and for a part its
         edge's importance times what its sum carries, summed over the sums it feeds (as rollout multiplies
         attention down the layers)."""
-        feeds: dict[str, list[tuple[str, float]]] = {}
-        for e in self.edges:
-            feeds.setdefault(e["source"], []).append((e["target"], e["importance"]))
+        feeds = self._feeds()
         carried: dict[str, float] = {f"x{self.n_layers}@{self.position}": 1.0}
 
         def share(name: str) -> float:  # the graph is a DAG from the top down: depth at most 3 per layer
@@ -81,11 +86,9 @@ class Routes:
         heads = [n["id"] for n in self.nodes if n["kind"] == "head"]
         if k >= len(heads):
             return self
-        carried = self.carried()
-        feeds: dict[str, list[tuple[str, float]]] = {}
+        carried, feeds = self.carried(), self._feeds()
         fed_by: dict[str, list[str]] = {}
         for e in self.edges:
-            feeds.setdefault(e["source"], []).append((e["target"], e["importance"]))
             fed_by.setdefault(e["target"], []).append(e["source"])
         chosen = heapq.nlargest(k, heads, key=lambda name: carried[name])
         kept = {f"x{self.n_layers}@{self.position}"}
