@@ -1,7 +1,8 @@
 """Run a model over probe items and score its heads: each distinct sentence is run once.
 
 The model object only needs `.run(text) -> AttentionTrace`; if it has `.run_batch(list[str]) ->
-list[AttentionTrace]` that is used, `batch_size` texts at a time. Traces are scored batch by batch
+list[AttentionTrace]` that is used, `batch_size` texts at a time, or as many of them as its `.texts_that_fit(batch)`
+says fit its memory. Traces are scored batch by batch
 and then dropped, so memory does not grow with the number of sentences.
 """
 
@@ -12,6 +13,13 @@ from collections.abc import Callable, Sequence
 from attnviz.analysis.items import ProbeItem
 from attnviz.analysis.scoring import RelationScore, ScoreAccumulator
 from attnviz.trace import AttentionTrace
+
+
+def _score_batch(model, batch: list[str], by_text: dict[str, list[ProbeItem]], accumulator) -> None:
+    """Run and score one batch; its traces are dropped on return, before the next batch runs (a loop's variables
+    would hold the last batch's traces while the next one is computed)."""
+    for text, trace in zip(batch, _run(model, batch)):
+        accumulator.add(trace, by_text[text])
 
 
 def _run(model, texts: list[str]) -> list[AttentionTrace]:
@@ -45,10 +53,13 @@ def score_model(
     accumulator = ScoreAccumulator((item.relation for item in items), sink_aware=sink_aware)
     if progress is not None:
         progress(0, len(texts))
-    for start in range(0, len(texts), batch_size):
+    fits = getattr(model, "texts_that_fit", None)  # a model under a memory ceiling sizes its batches itself
+    start = 0
+    while start < len(texts):
         batch = texts[start : start + batch_size]
-        for text, trace in zip(batch, _run(model, batch)):
-            accumulator.add(trace, by_text[text])
+        batch = batch[: fits(batch)] if callable(fits) else batch
+        _score_batch(model, batch, by_text, accumulator)
+        start += len(batch)
         if progress is not None:
-            progress(start + len(batch), len(texts))
+            progress(start, len(texts))
     return accumulator.result()

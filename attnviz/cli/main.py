@@ -13,6 +13,8 @@ from pathlib import Path
 import attnviz
 from attnviz.cli import patch as patch_cli
 from attnviz.cli import qk_attribution, qkmap, readout, replicate, sinks
+from attnviz.memory.budget import BUDGET_VARIABLE
+from attnviz.memory.ceiling import OverBudget
 
 # What `--help` says to a person: what the tool does and how to start, not how the code is laid out.
 DESCRIPTION = """See where every attention head of a pretrained transformer looks, and test what it does.
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OverBudget as error:  # the memory ceiling of ATTNVIZ_MEMORY_BUDGET_GB (attnviz.memory.ceiling)
+        print(f"error: {error} (the budget is {BUDGET_VARIABLE}; a larger one, or shorter or fewer texts)",
+              file=sys.stderr)
+        return 3
 
 
 def _parity(args) -> int:

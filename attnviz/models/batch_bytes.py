@@ -3,6 +3,7 @@ what the importance scan, patching, sink anatomy and the cards size their batche
 
 from __future__ import annotations
 
+from attnviz.memory import ceiling
 from attnviz.models.inputs import has_mlm_head
 from attnviz.models.loaded_model import LoadedModel
 
@@ -27,8 +28,9 @@ def scan_bytes(model: LoadedModel, n_tokens: int, batch: int, scored: int | None
 
 def scan_batch_size(model: LoadedModel, n_tokens: int, budget: int = SCAN_BATCH_BYTES,
                     scored: int | None = None) -> int:
-    """Rows per batch: what fits `budget`, at most MAX_SCAN_BATCH (`scored` as in `scan_bytes`). Large batches
-    pay: on a CPU a short text's forward pass is bound by reading the weights, which a batch reads once for
-    all its rows."""
+    """Rows per batch: what fits `budget` and what is free under the memory ceiling now (attnviz.memory.ceiling),
+    at most MAX_SCAN_BATCH (`scored` as in `scan_bytes`). Large batches pay: on a CPU a short text's forward
+    pass is bound by reading the weights, which a batch reads once for all its rows."""
     per_row = max(1, scan_bytes(model, n_tokens, 2, scored) - scan_bytes(model, n_tokens, 1, scored))
-    return int(max(1, min(MAX_SCAN_BATCH, budget // per_row)))
+    most = int(max(1, min(MAX_SCAN_BATCH, budget // per_row)))
+    return ceiling.fit(per_row, most, fixed=scan_bytes(model, n_tokens, 0, scored))

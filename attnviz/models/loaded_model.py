@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from tokenizers import models
 
+from attnviz.memory import ceiling
+from attnviz.memory.ceiling import kept
 from attnviz.models.reduced_pass import reduced_trace
 from attnviz.trace import AttentionTrace, ReducedTrace, align_tokens_to_words, split_words
 from attnviz.transformer.deberta import TERMS
@@ -142,6 +144,15 @@ class LoadedModel:
         fields = self._token_fields(enc, text, text_pair)
         return reduced_trace(self.module, fields, self.info.device, tile, chunk_rows, keep_dtype, progress)
 
+    def texts_that_fit(self, texts: list[str]) -> int:
+        """How many of `texts`, from the first, `run_batch` can run together in what the memory ceiling has free
+        now (attnviz.memory.ceiling): per text its maps twice (the batch's, then its own copy), at the batch's
+        longest text. At least 1, at most all."""
+        if len(texts) <= 1:
+            return len(texts)
+        longest = max(len(self.encode(text).ids) for text in texts)
+        return ceiling.fit(2 * self.full_maps_bytes(longest), len(texts))
+
     def run_batch(self, texts: list[str], text_pairs: list[str] | None = None) -> list[AttentionTrace]:
         """Several texts in one padded forward pass; each trace is sliced back to its own tokens."""
         if text_pairs is not None and self.config.causal:
@@ -169,7 +180,7 @@ class LoadedModel:
             n = len(enc.ids)
             attentions = out.attentions[:, b, :, :n, :n]  # L, H, T, T
             if len(encodings) > 1:  # a copy, so the batch's buffer can be freed
-                attentions = attentions.clone()
+                attentions = kept(self.full_maps_bytes(n), "a text's attention maps", attentions.clone)
             traces.append(self._trace(enc, text, pair, attentions, out.hidden[b, :n]))
         return traces
 

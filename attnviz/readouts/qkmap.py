@@ -29,6 +29,7 @@ import numpy as np
 
 from attnviz.analysis.conllu import sentence_text
 from attnviz.analysis.reference_data import data_path
+from attnviz.memory import ceiling
 from attnviz.models.loaded_model import LoadedModel
 from attnviz.probesets import builtin_items
 from attnviz.transformer.record import NOTHING, Recorder
@@ -143,8 +144,10 @@ def corpus_vectors(model: LoadedModel, sentences: Sequence[CorpusSentence], laye
         raise ValueError(f"{total} tokens: a map takes at most {max_tokens}")
     kv = model.module.kv_group[head]
     queries, keys = [], []
-    for start in range(0, len(encodings), batch_size):
-        batch = encodings[start:start + batch_size]
+    start = 0
+    while start < len(encodings):
+        per_text = map_bytes(model, total, 2) - map_bytes(model, total, 1)  # what a batch's row adds
+        batch = encodings[start:start + ceiling.fit(per_text, batch_size, map_bytes(model, total, 0))]
         recorder = _UpToLayer(layer)
         try:
             model.forward_encodings(batch, with_logits=False, record=recorder)
@@ -155,8 +158,9 @@ def corpus_vectors(model: LoadedModel, sentences: Sequence[CorpusSentence], laye
         for b, enc in enumerate(batch):
             queries.append(q[b, :len(enc.ids)])
             keys.append(k[b, :len(enc.ids)])
+        start += len(batch)
         if progress is not None:
-            progress(min(start + batch_size, len(encodings)), len(encodings))
+            progress(start, len(encodings))
     return np.concatenate(queries), np.concatenate(keys), encodings, kept
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from attnviz.analysis.sink import FIRST_TOKEN_EPSILON
+from attnviz.memory import ceiling
 from attnviz.models.batch_bytes import scan_bytes
 from attnviz.models.loaded_model import LoadedModel
 from attnviz.probesets import PROBESET_DIR
@@ -119,8 +120,11 @@ def _accumulate(model, texts, max_tokens, batch_size, progress, with_keys: bool)
     sums = np.zeros((5, model.info.n_layers, model.info.n_heads))
     kv = torch.tensor(model.module.kv_group)
     names = ("attentions", "queries", "keys") if with_keys else ("attentions",)
-    for start in range(0, len(encodings), batch_size):
-        batch = encodings[start:start + batch_size]
+    start = 0
+    while start < len(encodings):
+        longest = max(len(e.ids) for e in encodings[start:start + batch_size])
+        per_text = anatomy_bytes(model, longest, 2) - anatomy_bytes(model, longest, 1)
+        batch = encodings[start:start + ceiling.fit(per_text, batch_size, anatomy_bytes(model, longest, 0))]
         recorder = Recorder(*names)
         out = model.forward_encodings(batch, with_logits=False, record=recorder)
         attentions = out.attentions.float()  # L, B, H, T, S
@@ -128,20 +132,28 @@ def _accumulate(model, texts, max_tokens, batch_size, progress, with_keys: bool)
         keys = recorder.stacked("keys") if with_keys else None  # L, B, K, S, D
         for b, enc in enumerate(batch):
             n = len(enc.ids)
-            rows = attentions[:, b, :, 1:n, :n].double()  # L, H, n-1, n: the real rows after the first
-            sums[0] += rows[..., 0].mean(-1).cpu().numpy()
-            sums[4] += (1.0 - rows.sum(-1)).mean(-1).cpu().numpy()
-            if with_keys:
-                k = keys[:, b, :, :n].double()[:, kv]  # L, H, n, D: each query head's own key/value head
-                q = queries[:, b, :, 1:n].double()  # L, H, n-1, D
-                norms = k.norm(dim=-1)
-                sums[1] += norms[..., 0].cpu().numpy()
-                sums[2] += norms[..., 1:].mean(-1).cpu().numpy()
-                cosine = torch.nn.functional.cosine_similarity(q, k[..., :1, :], dim=-1)  # L, H, n-1
-                sums[3] += cosine.mean(-1).cpu().numpy()
+            # one text's float64 copies of its rows and vectors, spent where the memory ceiling sees them
+            with ceiling.spending(anatomy_bytes(model, n, 0) - scan_bytes(model, n, 0, scored=0), "a text's rows"):
+                _add_text(sums, b, n, attentions, queries, keys, kv)
+        start += len(batch)
         if progress is not None:
-            progress(min(start + batch_size, len(encodings)), len(encodings))
+            progress(start, len(encodings))
     means = sums / len(encodings)
     if not with_keys:
         means[1:4] = np.nan
     return SinkAnatomy(*means[[0, 1, 2, 3, 4]], n_texts=len(encodings), skipped=skipped)
+
+
+def _add_text(sums: np.ndarray, b: int, n: int, attentions, queries, keys, kv) -> None:
+    """Add batch row `b` (a text of `n` tokens) to the five sums; `queries`, `keys` None when not recorded."""
+    rows = attentions[:, b, :, 1:n, :n].double()  # L, H, n-1, n: the real rows after the first
+    sums[0] += rows[..., 0].mean(-1).cpu().numpy()
+    sums[4] += (1.0 - rows.sum(-1)).mean(-1).cpu().numpy()
+    if queries is not None:
+        k = keys[:, b, :, :n].double()[:, kv]  # L, H, n, D: each query head's own key/value head
+        q = queries[:, b, :, 1:n].double()  # L, H, n-1, D
+        norms = k.norm(dim=-1)
+        sums[1] += norms[..., 0].cpu().numpy()
+        sums[2] += norms[..., 1:].mean(-1).cpu().numpy()
+        cosine = torch.nn.functional.cosine_similarity(q, k[..., :1, :], dim=-1)  # L, H, n-1
+        sums[3] += cosine.mean(-1).cpu().numpy()

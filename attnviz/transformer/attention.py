@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from attnviz.memory.ceiling import spending
 from attnviz.transformer.layers import make_norm
 from attnviz.transformer.masks import additive
 from attnviz.transformer.record import NOTHING
@@ -88,10 +89,19 @@ def attention_context(probs, v):
 def full_maps(q, k, v, mask, scale, bias, softcap, sinks, record):
     """The whole [B, H, T, S] map at once. Returns (context [B, H, T, D], probabilities [B, H, T, S]); the
     record is handed the scores and gives the buffer the probabilities are written into (or None)."""
-    scores = attention_scores(q, k, scale, bias, softcap, mask)  # B, H, T, S
-    record.keep("scores", scores)
-    probs = attention_softmax(scores, sinks, q.dtype, out=record.probabilities_buffer(scores))  # B, H, T, S
-    return attention_context(probs, v), probs
+    with spending(map_bytes(q, k.shape[2], q.shape[2]), "the attention maps"):
+        scores = attention_scores(q, k, scale, bias, softcap, mask)  # B, H, T, S
+        record.keep("scores", scores)
+        probs = attention_softmax(scores, sinks, q.dtype, out=record.probabilities_buffer(scores))  # B, H, T, S
+        return attention_context(probs, v), probs
+
+
+def map_bytes(q, s: int, rows: int) -> int:
+    """The transient of `rows` query rows' maps over `s` keys (q [B, H, T, D]), where the kernel allocates it
+    (attnviz.memory.ceiling): the scores, the softmax's float32 result and the probabilities in q's dtype."""
+    b, h = q.shape[:2]
+    cells = b * h * rows * s
+    return cells * (2 * q.element_size() + (4 if q.dtype != torch.float32 else 0))
 
 
 def visible_columns(mask, r0: int, r1: int, s: int) -> tuple[int, int]:
@@ -183,14 +193,17 @@ def row_blocks(q, k, v, mask, scale, bias, softcap, sinks, record):
     b, h, t, _ = q.shape
     s = k.shape[2]
     context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D
-    for r0, r1, c0, c1, m0, blocked in block_plans(mask, t, s, block_rows(record.rows, h, s)):
-        scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1),
-                                  softcap)  # B, H, R, C
-        if blocked is not None:
-            scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(blocked, torch.finfo(scores.dtype).min)
-        probs = attention_softmax(scores, sinks, q.dtype)  # B, H, R, C
-        record.reduce(probs, r0, c0, scores)
-        context[:, :, r0:r1] = attention_context(probs, v[:, :, c0:c1])  # B, H, R, D
+    rows = block_rows(record.rows, h, s)
+    with spending(map_bytes(q, s, rows), "the attention maps"):  # one block's at a time
+        for r0, r1, c0, c1, m0, blocked in block_plans(mask, t, s, rows):
+            scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1),
+                                      softcap)  # B, H, R, C
+            if blocked is not None:
+                scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(
+                    blocked, torch.finfo(scores.dtype).min)
+            probs = attention_softmax(scores, sinks, q.dtype)  # B, H, R, C
+            record.reduce(probs, r0, c0, scores)
+            context[:, :, r0:r1] = attention_context(probs, v[:, :, c0:c1])  # B, H, R, D
     return context, None
 
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from attnviz.memory.ceiling import kept, spending
 from attnviz.transformer.alibi import alibi_bias, alibi_slopes
 from attnviz.transformer.blocks import Block
 from attnviz.transformer.config import ModelConfig
@@ -130,9 +131,17 @@ class Transformer(nn.Module):
             x = self.final_norm(x)
         return self.project_out(x) if self.project_out is not None else x
 
+    def _layer_bytes(self, x: torch.Tensor) -> int:
+        """A block's transient besides its attention maps (the kernel spends those), where the memory ceiling
+        is kept (attnviz.memory.ceiling): for x [B, T, C], the norms' and residuals' [B, T, C], the queries,
+        keys, values and context, and the MLP's gate, up and activation [B, T, d_ff]."""
+        c = self.config
+        return x.element_size() * x.shape[0] * x.shape[1] * (8 * x.shape[2] + 3 * (c.d_ff or 4 * c.d_model))
+
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
         """Final hidden states [..., C] -> next-token logits [..., V], soft-capped where the model caps them."""
-        logits = self.lm_head(hidden)
+        logits = kept(hidden[..., :1].numel() * self.lm_head.out_features * hidden.element_size(), "the logits",
+                      lambda: self.lm_head(hidden))
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
@@ -195,7 +204,8 @@ class Transformer(nn.Module):
             layer_mask = None if head_mask is None else head_mask[layer]
             layer_cache = None if cache is None else cache[layer]
             mask, rotary, bias = inputs[layer]
-            x, _ = block(x, mask, rotary, layer_mask, record=record.at(layer), cache=layer_cache, bias=bias)
+            with spending(self._layer_bytes(x), "a layer's activations"):
+                x, _ = block(x, mask, rotary, layer_mask, record=record.at(layer), cache=layer_cache, bias=bias)
         x = self.finish(x)
         logits = self.unembed(x) if self.lm_head is not None and with_logits else None
         attentions = record.stacked("attentions") if "attentions" in record.names else None

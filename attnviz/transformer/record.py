@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.memory.ceiling import kept
+
 NAMES = ("attentions", "scores", "queries", "keys", "values", "value_norms", "head_outputs", "score_terms",
          "block_inputs", "attn_outputs", "mlp_outputs")
 
@@ -65,7 +67,8 @@ class Recorder:
                     self.attentions[index].copy_(elsewhere)
             return self.attentions
         tensors = [layer[name] for layer in self.layers]
-        return torch.stack([t.to(tensors[0].device) for t in tensors])
+        return kept(sum(t.nbytes for t in tensors), f"the recorded {name}, stacked",
+                    lambda: torch.stack([t.to(tensors[0].device) for t in tensors]))
 
 
 class LayerRecord:
@@ -83,7 +86,8 @@ class LayerRecord:
 
     def keep(self, name: str, tensor: torch.Tensor) -> None:
         if self.wants(name):
-            self.recorder.layers[self.layer][name] = tensor
+            # held past this layer: the memory ceiling counts it while it lives
+            self.recorder.layers[self.layer][name] = kept(tensor.nbytes, f"the recorded {name}", lambda: tensor)
 
     def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         """The tensor the forward pass goes on with at an edit point: here `tensor` itself, kept if wanted."""
@@ -99,9 +103,11 @@ class LayerRecord:
         if "attentions" not in recorder.names:
             return None
         if recorder.attentions is None or recorder.attentions.shape[1:] != like.shape:
-            recorder.attentions = like.new_empty(len(recorder.layers), *like.shape)
+            recorder.attentions = kept(len(recorder.layers) * like.nbytes, "the attention maps of every layer",
+                                       lambda: like.new_empty(len(recorder.layers), *like.shape))
         if recorder.attentions.device != like.device:
-            own = recorder.layers[self.layer]["attentions"] = like.new_empty(like.shape)
+            own = recorder.layers[self.layer]["attentions"] = kept(
+                like.nbytes, "the attention maps of every layer", lambda: like.new_empty(like.shape))
             return own
         return recorder.attentions[self.layer]
 

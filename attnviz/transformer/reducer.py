@@ -17,11 +17,14 @@ sequence attending to itself), D head dim, R rows of a block, C its columns.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+
+from attnviz.memory.ceiling import kept as held
 
 # The query rows of a block (attention.block_rows takes fewer where a block of long rows would not stay in cache).
 CHUNK_ROWS = 256
@@ -135,7 +138,9 @@ class _LayerReducer:
             return
         kept = self.reducer.kept
         if name not in kept:  # batch 1: [H or K, T, D] a layer
-            kept[name] = torch.empty((self.reducer.n_layers, *tensor.shape[1:]), dtype=self.reducer.keep_dtype)
+            shape, dtype = (self.reducer.n_layers, *tensor.shape[1:]), self.reducer.keep_dtype
+            kept[name] = held(dtype.itemsize * math.prod(shape), f"the kept {name}",
+                              lambda: torch.empty(shape, dtype=dtype))
         kept[name][self.layer].copy_(tensor[0])  # rounded to keep_dtype (and brought to the CPU) in the copy
 
     def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,121 @@
+"""The memory ceiling kept where memory is spent (attnviz.memory.ceiling): the ledger's arithmetic with a given
+resident size, then a real forward pass of our transformer measured against the process's own peak (VmHWM)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from attnviz.memory import ceiling
+from attnviz.memory.budget import process_rss
+from attnviz.memory.ceiling import Ceiling, OverBudget
+from attnviz.transformer.config import ModelConfig
+from attnviz.transformer.model import Transformer
+
+MB = 1_000_000
+
+
+def test_a_spending_site_draws_on_the_reservation_and_adds_what_it_does_not_cover():
+    resident = [500 * MB]
+    ledger = Ceiling(1_000 * MB, rss=lambda: resident[0])
+    with ledger.reserve(100 * MB) as tab, ceiling.spending(60 * MB):
+        assert ledger.reserved == 100 * MB  # covered by the advance
+        with ceiling.spending(70 * MB):  # 40 of it are not: other threads must see them before they are resident
+            assert ledger.reserved == 130 * MB and tab.spent == 130 * MB
+        assert tab.spent == 60 * MB
+    assert ledger.reserved == 0 and tab.most == 130 * MB
+
+
+def test_the_backstop_stops_work_before_it_allocates_and_names_it():
+    resident = [900 * MB]
+    ledger = Ceiling(1_000 * MB, rss=lambda: resident[0], wait_s=0.1)
+    ran = []
+    with ledger.reserve(50 * MB), pytest.raises(OverBudget) as refused:  # the advance fitted; the real use does not
+        with ceiling.spending(150 * MB, "the attention maps"):
+            ran.append(True)
+    assert not ran and ledger.reserved == 0
+    assert refused.value.need == 150 * MB and "the attention maps" in str(refused.value)
+
+
+def test_another_threads_reservation_counts_against_this_threads_spending():
+    resident = [350 * MB]
+    ledger = Ceiling(1_000 * MB, rss=lambda: resident[0], wait_s=0.2)  # checks hold resident memory to 950 MB
+    held, release = threading.Event(), threading.Event()
+
+    def other():
+        with ledger.reserve(500 * MB):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    held.wait(5)
+    try:
+        assert ledger.free() == 100 * MB
+        with pytest.raises(OverBudget):  # 350 resident + 500 promised to the other + 200 > 950
+            with ledger.reserve(0), ceiling.spending(200 * MB):
+                pass
+        assert ledger.fit(30 * MB, most=32) == 2  # 80% of the 100 MB free
+        assert ledger.fit(150 * MB, most=32) == 1  # never 0: the site itself refuses an item that does not fit
+        with ledger.reserve(0):
+            assert ceiling.fit(30 * MB, most=2) == 2
+    finally:
+        release.set()
+        thread.join()
+
+
+def _peak() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as refs:  # "5" resets VmHWM to the current resident size
+        refs.write("5")
+
+
+def _model() -> Transformer:
+    config = ModelConfig(family="gpt2", vocab_size=50, d_model=64, n_layers=4, n_heads=16, d_ff=128, causal=True,
+                         norm_placement="pre", max_positions=2048)
+    torch.manual_seed(0)
+    return Transformer(config).eval()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"), reason="reads /proc (Linux)")
+def test_a_forward_pass_spends_what_it_allocates_and_stops_before_the_budget():
+    """16 heads at 1,024 tokens: each layer's maps are 64 MB, the recorded maps of 4 layers 256 MB. The peak the
+    kernel measures (VmHWM) stays within what the spending sites counted; a budget 100 MB above what is resident
+    stops the pass before its maps are allocated, and the process never passes that budget."""
+    model, ids = _model(), torch.randint(0, 50, (1, 1024))
+    torch.set_num_threads(1)
+    with torch.inference_mode():
+        model(ids[:, :8])  # torch's own first-call allocations, outside the measurement
+        _reset_peak()
+        start = process_rss()
+        with Ceiling(start + 4_000 * MB).reserve(0) as tab:
+            out = model(ids)
+        grew = _peak() - start
+        del out
+        assert tab.most >= 256 * MB
+        assert grew <= 1.1 * tab.most + 30 * MB, (grew, tab.most)  # nothing large was allocated unseen
+
+        _reset_peak()
+        start = process_rss()
+        with pytest.raises(OverBudget) as refused, Ceiling(start + 100 * MB).reserve(0):
+            model(ids)
+        assert _peak() - start < 100 * MB
+        assert "attention maps" in str(refused.value)
+
+
+def test_the_setting_bounds_work_outside_the_app(monkeypatch):
+    """With ATTNVIZ_MEMORY_BUDGET_GB and no app, the CLI's and the notebook API's passes are bounded too."""
+    model, ids = _model(), torch.randint(0, 50, (1, 1024))
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_GB", f"{(process_rss() + 50 * MB) / 1e9:.3f}")
+    with torch.inference_mode(), pytest.raises(OverBudget):
+        model(ids)
+    monkeypatch.delenv("ATTNVIZ_MEMORY_BUDGET_GB")
+    assert ceiling.current() is None
