@@ -17,7 +17,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from attnviz.ui.escape import md
 from attnviz.ui.language import t
 from attnviz.workbench import Busy, OverBudget, Workbench
-from attnviz.workbench.memory import VISITOR
 from attnviz.workbench.shared import IN_USE_S
 
 log = logging.getLogger(__name__)
@@ -38,11 +37,19 @@ def workbench() -> Workbench:
 @contextlib.contextmanager
 def heavy_slot():
     """This visitor's heavy-work slot (workbench.slots); while others hold the process's slots the page says
-    it waits, and each of those calls is a point where a rerun by this visitor stops the wait."""
+    it waits and its place in the queue, and each of those calls is a point where a rerun by this visitor
+    stops the wait."""
     waiting = st.empty()
-    with workbench().slots.hold(session_id(), waiting=lambda: waiting.caption(t("waiting_slot"))):
+    with workbench().slots.hold(session_id(), waiting=lambda ahead: waiting.caption(waiting_text(ahead))):
         waiting.empty()
         yield
+
+
+def waiting_text(ahead: int | None) -> str:
+    """What a visitor waiting for a heavy-work slot reads: how many tasks start before theirs, once known."""
+    if ahead is None:
+        return t("waiting_slot")
+    return t("waiting_slot_next") if ahead <= 1 else t("waiting_slot_queue", ahead=ahead)
 
 
 def guarded(render):
@@ -53,7 +60,8 @@ def guarded(render):
 
     @functools.wraps(render)
     def run(*args, **kwargs):
-        VISITOR.set(session_id())  # whose results the stores hold (workbench.memory.VISITOR)
+        # whose results the stores hold (workbench.memory.VISITOR), spending under the one ceiling
+        workbench().serve(session_id())
         workbench().jobs.touch_session(session_id())  # this visitor's running heavy actions are still wanted
         try:
             with refused():  # e.g. a fragment's trace was evicted since the page drew, and is refused now

@@ -1,6 +1,8 @@
 """A heavy action on the page: a button starts it in a thread of its own (workbench.jobs), a progress bar
 and a Cancel button redraw every POLL_S while it runs, and the result is handed back once it has finished.
-Cancel, closing the tab, or a rerun that no longer draws the action stops it at its next progress step."""
+Cancel, closing the tab, or a rerun that no longer draws the action stops it at its next progress step; so
+does a shared host's bound on a job's time (workbench.jobs.TooLong), which the page explains. While it waits
+for the heavy-work slot, the bar says how many tasks are ahead of it."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from collections.abc import Callable
 import streamlit as st
 
 from attnviz.ui.escape import md
-from attnviz.ui.guard import over_budget_message, public_message, session_id, workbench
+from attnviz.ui.guard import over_budget_message, public_message, session_id, waiting_text, workbench
 from attnviz.ui.language import t
-from attnviz.workbench import Busy, Cancelled, OverBudget
+from attnviz.workbench import Busy, Cancelled, OverBudget, TooLong
 
 POLL_S = 0.5
 
@@ -45,7 +47,9 @@ def heavy_action(button_key: str, label: str, inputs: tuple, work: Callable, ste
 
 
 def _explain(error: Exception) -> None:
-    if isinstance(error, Cancelled):
+    if isinstance(error, TooLong):  # before Cancelled, which it is
+        st.warning(too_long_message(error))
+    elif isinstance(error, Cancelled):
         st.info(t("cancelled"))
     elif isinstance(error, Busy):
         st.warning(t("busy"))
@@ -57,6 +61,12 @@ def _explain(error: Exception) -> None:
         st.error(t("unexpected_error"))
 
 
+def too_long_message(error: TooLong) -> str:
+    """Why the job stopped (the shared host's bound, so that others are not kept waiting) and where it runs
+    unbounded."""
+    return t("heavy_too_long", minutes=round(error.limit_s / 60, 1))
+
+
 @st.fragment(run_every=POLL_S)
 def _progress(key: tuple, button_key: str, step_text: Callable[[int, int], str]) -> None:
     """The running job's bar and Cancel button, redrawn every POLL_S on its own: a click here is not queued
@@ -66,7 +76,7 @@ def _progress(key: tuple, button_key: str, step_text: Callable[[int, int], str])
         st.rerun()
     job.seen()
     if job.waiting:
-        st.progress(0.0, text=t("waiting_slot"))
+        st.progress(0.0, text=waiting_text(job.ahead))
     else:
         st.progress(job.done / job.total if job.total else 0.0,
                     text=step_text(job.done, job.total) if job.total else t("heavy_starting"))

@@ -10,8 +10,8 @@
   takes the Workbench first and is keyed by plain values (model source, texts, options).
 """
 
-from attnviz.workbench.jobs import Cancelled
+from attnviz.workbench.jobs import Cancelled, TooLong
 from attnviz.workbench.shared import OverBudget, Workbench
 from attnviz.workbench.slots import Busy
 
-__all__ = ["Busy", "Cancelled", "OverBudget", "Workbench"]
+__all__ = ["Busy", "Cancelled", "OverBudget", "TooLong", "Workbench"]

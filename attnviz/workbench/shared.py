@@ -11,8 +11,12 @@ import time
 from collections.abc import Callable, Hashable
 
 from attnviz.loading.hf import import_transformers
+from attnviz.memory import ceiling
+from attnviz.memory.ceiling import Ceiling, OverBudget
 from attnviz.workbench.jobs import Jobs
 from attnviz.workbench.memory import VISITOR, Budget, ByteStore, budget_in_force, process_rss, release_memory
+
+__all__ = ["OverBudget", "Workbench"]
 from attnviz.workbench.slots import HeavySlots
 
 # Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
@@ -29,20 +33,7 @@ IN_USE_S = 300.0
 # the budget for anyone else, and held the interpreter in turn so that a light visitor's short rerun waited
 # for all five (p50 0.46 s alone, 2.2 s beside them with the forward passes alone serialised).
 LARGE_RUN_BYTES = 100_000_000
-RESERVE_WAIT_S = 30.0
-
-
-class OverBudget(Exception):
-    """What was asked for does not fit the memory budget, even with every cache emptied and every model no
-    visitor is using let go. `others` names the models other visitors are using (name -> bytes), and
-    `waiting_helps` says whether the request would fit once they are let go: else only a larger budget (or
-    a smaller request) would."""
-
-    def __init__(self, need: int, budget: int, used: int, others: dict[str, int] | None = None) -> None:
-        self.need, self.budget, self.used = need, budget, used
-        self.others = dict(others or {})
-        self.waiting_helps = bool(self.others) and used - sum(self.others.values()) + need <= budget
-        super().__init__(f"needs {need / 1e9:.2f} GB; budget {budget / 1e9:.1f} GB, {used / 1e9:.2f} GB in use")
+RESERVE_WAIT_S = ceiling.WAIT_S
 
 
 class Workbench:
@@ -54,12 +45,14 @@ class Workbench:
         self.traces = ByteStore(int(TRACE_SHARE * self.budget))
         self.views = ByteStore(int(VIEW_SHARE * self.budget))
         self.slots = HeavySlots()
-        self.jobs = Jobs(self.slots)  # heavy actions in threads of their own, cancellable from the page
+        # heavy actions in threads of their own, cancellable from the page, time-bounded on a shared host
+        self.jobs = Jobs(self.slots, basis=self.budget_rule.basis, serve=self.serve)
         self.large_runs = threading.Lock()
-        self.reserved = 0
         self._guard = threading.Lock()
-        self._released = threading.Condition(threading.Lock())  # reservations: their bytes and their ends
-        self._held: dict[int, int] = {}  # thread -> bytes it has reserved (a thread never waits for itself)
+        # The one ledger of the budget: reservations made ahead (`reserve`) and the bytes spent where tensors
+        # are allocated (attnviz.memory.ceiling); the app's Workbench is the process's, for every visitor.
+        self.ceiling = Ceiling(self.budget, lambda: self.rss(), self._make_room,
+                               lambda: self._held_by_others(VISITOR.get()), RESERVE_WAIT_S)
         self._load_locks: dict[Hashable, threading.Lock] = {}
         self.fixtures: dict[Hashable, object] = {}  # the untrained fallback models, never evicted
         # transformers' names, once, now: the first visitors then never import it from several threads at once
@@ -69,39 +62,34 @@ class Workbench:
         # visitor -> (model store key, its name as typed, when its page last asked for it): IN_USE_S
         self._current: dict[str | None, tuple[Hashable, str, float]] = {}
 
-    @contextlib.contextmanager
     def reserve(self, need: int, keep_model: Hashable | None = None):
-        """Hold `need` bytes of the budget while the block computes; make room by evicting views and traces
-        (this visitor's own older ones first, other visitors' current ones last), then models no visitor is
-        using (`in_use`; never `keep_model`). When that is not enough but other threads hold reservations,
-        wait for them to end (at most RESERVE_WAIT_S): a light visitor's 30 MB was refused while a 512-token
-        run of another visitor held 0.67 GB for a few seconds. OverBudget when even that is not enough."""
-        keep_model = self.model_keys.get(keep_model) or keep_model
-        visitor, me = VISITOR.get(), threading.get_ident()
-        deadline = time.monotonic() + RESERVE_WAIT_S
-        with self._released:
-            while (deficit := self.rss() + self.reserved + need - self.budget) > 0:
-                # One pass evicts what should cover the deficit, then one collection: entry by entry, with a
-                # full gc.collect() each, 4,000 small entries kept every other reservation waiting minutes.
-                if self._evict_results(visitor, deficit) or self._evict_model(keep_model):
-                    release_memory()
-                    continue
-                others = self.reserved - self._held.get(me, 0)  # never wait for this thread's own
-                left = deadline - time.monotonic()
-                if others <= 0 or left <= 0:
-                    raise OverBudget(need, self.budget, self.rss() + self.reserved, self._held_by_others(visitor))
-                self._released.wait(timeout=left)
-            self.reserved += need
-            self._held[me] = self._held.get(me, 0) + need
-        try:
-            yield
-        finally:
-            with self._released:
-                self.reserved -= need
-                self._held[me] -= need
-                if not self._held[me]:
-                    del self._held[me]
-                self._released.notify_all()
+        """Hold `need` bytes of the budget while the block computes (attnviz.memory.ceiling: the tensors the work
+        allocates are spent from it, and what it does not cover is checked where they are allocated). Room is
+        made by evicting views and traces (this visitor's own older ones first, other visitors' current ones
+        last), then models no visitor is using (`in_use`; never `keep_model`). When that is not enough but other
+        threads hold reservations, wait for them to end (at most RESERVE_WAIT_S): a light visitor's 30 MB was
+        refused while a 512-token run of another visitor held 0.67 GB for a few seconds. OverBudget when even
+        that is not enough."""
+        return self.ceiling.reserve(need, self.model_keys.get(keep_model) or keep_model)
+
+    def serve(self, visitor: str | None) -> None:
+        """This thread now computes for `visitor` (memory.VISITOR: whose results the stores hold), and every
+        tensor it allocates is spent against this Workbench's ceiling (attnviz.memory.ceiling)."""
+        VISITOR.set(visitor)
+        ceiling.use(self.ceiling)
+
+    @property
+    def reserved(self) -> int:
+        return self.ceiling.reserved
+
+    def _make_room(self, deficit: int, keep_model: Hashable | None) -> bool:
+        """The ceiling's way to make room: one pass evicts what should cover the deficit, then one collection
+        (entry by entry, with a full gc.collect() each, 4,000 small entries kept every other reservation waiting
+        minutes). True when anything was let go or resident memory fell."""
+        before = self.rss()
+        evicted = self._evict_results(VISITOR.get(), deficit) or self._evict_model(keep_model)
+        release_memory()  # also with nothing evicted: freed tensors stay resident in glibc's heap until trimmed
+        return evicted or self.rss() < before - 4096
 
     @contextlib.contextmanager
     def run_slot(self, need: int):
@@ -115,7 +103,7 @@ class Workbench:
 
     def free_bytes(self) -> int:
         """What is left of the budget now, before any eviction."""
-        return self.budget - self.rss() - self.reserved
+        return self.budget - self.rss() - self.ceiling.reserved
 
     def _evict_results(self, visitor: str | None, want: int) -> int:
         """Evict views and traces, tier by tier (memory.ByteStore.evict_for), until they held `want` bytes."""

@@ -1,0 +1,93 @@
+"""Fair heavy work on the page (ui/heavy.py, ui/guard.py): a visitor waiting for the heavy-work slot reads
+its place in the queue, and a job the shared host's bound stopped (workbench.jobs.TooLong) says why and where
+it runs without one, in both languages."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attnviz.ui.guard import workbench
+from attnviz.ui.strings import LANGUAGES, translate
+from tests.helpers.jobs import finish_jobs
+
+
+def slow_page():
+    import time
+
+    import streamlit as st
+
+    from attnviz.ui.heavy import heavy_action
+
+    def work(job):
+        for i in range(3000):
+            time.sleep(0.01)
+            job.progress(i + 1, 3000)
+        return "done"
+
+    if heavy_action("fair_slow", "Run", (), work, lambda done, total: f"{done}/{total}", autostart=True) == "done":
+        st.write("done")
+
+
+def start(lang: str) -> AppTest:
+    at = AppTest.from_function(slow_page, default_timeout=30)
+    at.query_params["lang"] = lang
+    return at.run()
+
+
+def ours(jobs) -> list:
+    return [job for job in jobs.running() if "fair_slow" in job.key]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_job_past_the_bound_says_why(lang):
+    jobs = workbench().jobs
+    before, jobs.limit_s = jobs.limit_s, 0.3  # the process's one Workbench: put back below
+    try:
+        at = start(lang)
+        [job] = ours(jobs)
+        assert job.finished.wait(30)
+    finally:
+        jobs.limit_s = before
+    at.run()  # the poll's rerun: the page draws how it ended
+    assert not at.exception, [e.value for e in at.exception]
+    assert [w.value for w in at.warning] == [translate(lang, "heavy_too_long", minutes=0.0)]
+    assert not [m for m in at.markdown if m.value == "done"]
+
+
+def test_the_bound_in_words():
+    assert translate("en", "heavy_too_long", minutes=3.0).startswith("Stopped after 3 min: on this shared server")
+    assert translate("zh", "heavy_too_long", minutes=3.0).startswith("已在 3 分钟后停止")
+    for lang in LANGUAGES:
+        assert "python -m attnviz" in translate(lang, "heavy_too_long", minutes=3.0)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_waiting_job_shows_its_place_in_the_queue(lang):
+    slots = workbench().slots
+    release, held = threading.Event(), threading.Event()
+
+    def other_visitor():
+        with slots.hold("another visitor"):
+            held.set()
+            release.wait(30)
+
+    threading.Thread(target=other_visitor, daemon=True).start()
+    assert held.wait(5)
+    try:
+        at = start(lang)
+        [job] = ours(workbench().jobs)
+        deadline = time.monotonic() + 5
+        while job.ahead is None:  # told at its first waiting step
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        at.run()
+        bars = [bar.proto.text for bar in at.get("progress")]
+        assert bars == [translate(lang, "waiting_slot_next")]
+        job.cancel()
+    finally:
+        release.set()
+    finish_jobs(at, timeout=30)
