@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from os import PathLike
 
-from attnviz.analysis.lines import base_name, json_object, line_records, read_bytes, require, require_text, shown
+from attnviz.analysis.lines import base_name, json_object, line_records, opened, require, require_text, shown
 
 MAX_SENTENCE_CHARS = 1_000
 MAX_PAIRS = 100_000
@@ -126,4 +126,5 @@ def parse_pairs(text: str | bytes, name: str = "<pairs>", limit: int | None = No
 
 def read_pairs(path: str | PathLike, limit: int | None = None) -> list[MinimalPair]:
     """`parse_pairs` of a file; errors name its base name, never the server's path."""
-    return parse_pairs(read_bytes(path), name=base_name(path), limit=limit)
+    with opened(path) as f:  # read as a stream: with `limit`, no further than its last pair
+        return parse_pairs(f, name=base_name(path), limit=limit)

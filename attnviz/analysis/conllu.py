@@ -12,14 +12,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from os import PathLike
+from typing import BinaryIO
 
 from attnviz.analysis import items
 from attnviz.analysis.items import ProbeItem, sentence_items
-from attnviz.analysis.lines import Lines, at_line, base_name, read_bytes, shown
+from attnviz.analysis.lines import Lines, at_line, base_name, opened, shown
 
 _RANGE_ID = re.compile(r"^\d+-\d+$")
 _EMPTY_NODE_ID = re.compile(r"^\d+\.\d+$")
 _INTEGER = re.compile(r"[0-9]+")  # str.isdigit also accepts '²', which int() refuses
+
+# A treebank a replication card scores (clark2019: the Findings page's upload, `attnviz replicate --conllu`): every
+# sentence is traced whole, so its arcs bound the card's time and its words a trace's memory. Tighter than
+# items.MAX_ITEMS / MAX_ITEM_WORDS, and far above a real treebank's: UD EWT's dev split has 23,146 arcs in
+# sentences of at most 75 words, its longest sentence anywhere about 160.
+CARD_MAX_ARCS = 50_000
+CARD_MAX_WORDS = 200
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,7 @@ class _SentenceLines:
         self.ranges.append((first - 1, last, form))
         self.range_end, self.range_line, self.range_space = last, line_number, _space_after(columns[9])
 
-    def add_word(self, columns: list[str], line_number: int, where: str) -> int:
+    def add_word(self, columns: list[str], line_number: int, where: str, max_words: int) -> int:
         """Checks and keeps a syntactic word's line; its head (0: the root, no arc)."""
         word_id, form, head, deprel = columns[0], columns[1], columns[6], columns[7]
         if not _INTEGER.fullmatch(word_id):
@@ -110,8 +118,8 @@ class _SentenceLines:
             raise ValueError(f"{where}: expected word ID {len(self.rows) + 1}, got {shown(word_id)[1:-1]}")
         if not form:
             raise ValueError(f"{where}: empty FORM")
-        if len(self.rows) >= items.MAX_ITEM_WORDS:
-            raise ValueError(f"{where}: a sentence of more than {items.MAX_ITEM_WORDS} words; split it")
+        if len(self.rows) >= max_words:
+            raise ValueError(f"{where}: a sentence of more than {max_words} words; split it")
         _check_form_length(form, where)
         if not _INTEGER.fullmatch(head):
             raise ValueError(f"{where}: HEAD must be an integer, got {shown(head)}")
@@ -149,8 +157,14 @@ class _SentenceLines:
         return (sentence,)
 
 
-def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[ConlluSentence]:
-    """Sentences in file order; `id` is the `# sent_id` comment, else `line<N>` of its first word."""
+def parse_conllu_sentences(text: str | bytes | BinaryIO, name: str = "<conllu>", most: int | None = None,
+                           max_arcs: int | None = None, max_words: int | None = None) -> list[ConlluSentence]:
+    """Sentences in file order; `id` is the `# sent_id` comment, else `line<N>` of its first word. With `most`,
+    reading stops once that many sentences are read (a stream is read no further). A file of more than
+    `max_arcs` arcs (items.MAX_ITEMS) or a sentence of more than `max_words` words (items.MAX_ITEM_WORDS) is
+    refused at the line that crosses it, before the rest is read."""
+    max_arcs = items.MAX_ITEMS if max_arcs is None else max_arcs  # read now: tests patch the module's
+    max_words = items.MAX_ITEM_WORDS if max_words is None else max_words
     sentences: list[ConlluSentence] = []
     sentence, n_arcs = _SentenceLines(), 0
     lines = Lines(text, name)
@@ -159,6 +173,8 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
             if not line.strip():
                 sentences.extend(sentence.finished(name))
                 sentence = _SentenceLines()
+                if most is not None and len(sentences) >= most:
+                    return sentences
                 continue
             if line.startswith("#"):
                 sentence.comment(line)
@@ -171,16 +187,17 @@ def parse_conllu_sentences(text: str | bytes, name: str = "<conllu>") -> list[Co
                 continue
             if _RANGE_ID.match(columns[0]):
                 sentence.add_range(columns, line_number, where)
-            elif sentence.add_word(columns, line_number, where) != 0:
+            elif sentence.add_word(columns, line_number, where, max_words) != 0:
                 n_arcs += 1
-                if n_arcs > items.MAX_ITEMS:
-                    raise ValueError(f"{where}: more than {items.MAX_ITEMS} arcs (items); split the file")
+                if n_arcs > max_arcs:
+                    raise ValueError(f"{where}: more than {max_arcs} arcs (items); split the file")
         sentences.extend(sentence.finished(name))
-    return sentences
+    return sentences[:most]
 
 
-def read_conllu_sentences(path: str | PathLike) -> list[ConlluSentence]:
-    return parse_conllu_sentences(read_bytes(path), name=base_name(path))
+def read_conllu_sentences(path: str | PathLike, most: int | None = None) -> list[ConlluSentence]:
+    with opened(path) as f:
+        return parse_conllu_sentences(f, name=base_name(path), most=most)
 
 
 def _found_in(text: str, forms: list[str]) -> list[tuple[int, int]] | None:
@@ -263,14 +280,26 @@ def conllu_items(sentences: list[ConlluSentence], lang: str | None = None) -> li
     return conllu_reading(sentences, lang).items
 
 
-def parse_conllu_reading(text: str | bytes, name: str = "<conllu>", lang: str | None = None) -> ConlluReading:
+def parse_conllu_reading(text: str | bytes | BinaryIO, name: str = "<conllu>", lang: str | None = None
+                         ) -> ConlluReading:
     return conllu_reading(parse_conllu_sentences(text, name=name), lang=lang)
 
 
-def parse_conllu(text: str | bytes, name: str = "<conllu>", lang: str | None = None) -> list[ProbeItem]:
+def parse_conllu(text: str | bytes | BinaryIO, name: str = "<conllu>", lang: str | None = None) -> list[ProbeItem]:
     return parse_conllu_reading(text, name=name, lang=lang).items
 
 
 def read_conllu(path: str | PathLike, lang: str | None = None) -> list[ProbeItem]:
-    return parse_conllu(read_bytes(path), name=base_name(path), lang=lang)
+    with opened(path) as f:
+        return parse_conllu(f, name=base_name(path), lang=lang)
+
+
+def parse_card_treebank(text: str | bytes | BinaryIO, name: str = "<conllu>") -> ConlluReading:
+    """A replication card's treebank: `parse_conllu_reading` held to CARD_MAX_ARCS and CARD_MAX_WORDS."""
+    return conllu_reading(parse_conllu_sentences(text, name=name, max_arcs=CARD_MAX_ARCS, max_words=CARD_MAX_WORDS))
+
+
+def read_card_treebank(path: str | PathLike) -> ConlluReading:
+    with opened(path) as f:
+        return parse_card_treebank(f, name=base_name(path))
 

@@ -9,7 +9,7 @@ from pathlib import PurePath
 
 from attnviz.analysis.conllu import ConlluReading, parse_conllu_reading
 from attnviz.analysis.items import ProbeItem
-from attnviz.analysis.lines import as_text, at_line, base_name, read_bytes
+from attnviz.analysis.lines import as_text, at_line, base_name, opened
 from attnviz.analysis.probe_jsonl import parse_probes
 from attnviz.analysis.winobias import parse_winobias
 
@@ -76,8 +76,10 @@ def detect_format(name: str, data: str | bytes) -> str:
 
 
 def read_items(kind: str, path: str | PathLike) -> list[ProbeItem]:
-    return parse_items(kind, read_bytes(path), base_name(path))
+    with opened(path) as f:
+        return parse_items(kind, f, base_name(path))
 
 
 def read_item_file(kind: str, path: str | PathLike) -> ConlluReading:
-    return parse_item_file(kind, read_bytes(path), base_name(path))
+    with opened(path) as f:
+        return parse_item_file(kind, f, base_name(path))

@@ -6,17 +6,24 @@ Files come from anonymous visitors (the Head Finder page), so every failure is a
 the file by the name the caller gives (`read_*` give the base name, never a server path), nothing a line
 holds is quoted beyond a short start (`shown`), and an unexpected exception on a line (JSON nested too
 deeply, say) is reported as that line's error (`Lines.guard`).
+
+Bytes and binary streams (an upload's `UploadedFile`, a file `opened` by the CLI) are read as a stream, a block at
+a time, with a byte limit for the file and a character limit for a line checked as it goes: a reader that has
+what it needs (`text_lines`' first N texts, a corpus's first N sentences) stops there, and no file is decoded or
+split whole (a 19.9 MB upload split whole took the corpus map's server from 0.98 to 2.34 GB, issue 36's F2).
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 Record = TypeVar("Record")
 
@@ -59,10 +66,11 @@ def as_text(data: str | bytes, name: str) -> str:
     if isinstance(data, bytes):
         if data.startswith((b"\xff\xfe", b"\xfe\xff")):
             raise ValueError(f"{at_line(name, 1)}: the file is UTF-16 text; save it as UTF-8")
+        data = data.removeprefix(b"\xef\xbb\xbf")  # so that an error's place counts from the text's start
         try:
-            data = data.decode("utf-8-sig")
+            data = data.decode("utf-8")
         except UnicodeDecodeError as error:
-            before = data[: error.start].decode("utf-8-sig")
+            before = data[: error.start].decode("utf-8")
             line, column = _position(before, len(before))
             raise ValueError(
                 f"{at_line(name, line)}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column})"
@@ -79,25 +87,110 @@ def as_text(data: str | bytes, name: str) -> str:
     return text
 
 
+# The most a file named on the command line or by the API may hold. The largest UD treebanks are under this; the
+# app's uploads have their own, smaller limit (.streamlit/config.toml).
+MAX_FILE_BYTES = 256 * 2**20
+# The longest line an item file may have: a JSONL item of MAX_ITEM_WORDS words of MAX_WORD_CHARS characters
+# (escaped) fits, and a file of one endless line is refused after about 4 bytes a character, never held whole.
+MAX_LINE_CHARS = 2_000_000
+# One text a line (the corpus map's and sink anatomy's uploads): the models read the first 64 tokens of each.
+MAX_TEXT_CHARS = 20_000
+BLOCK_BYTES = 2**16  # a stream is read this much at a time
+
+
+class FileRefused(ValueError):
+    """A file the reader stops at (past a limit, not UTF-8 text): its message already names the file."""
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:g} MiB" if n_bytes >= 2**20 else f"{n_bytes:,} bytes"
+
+
 class Lines:
-    """The numbered lines of a file; `guard()` reports any error while parsing as that of the line reached."""
+    """The numbered lines of a file, read lazily; `guard()` reports any error while parsing as that of the line
+    reached. `data` is text (a str, checked whole: it is in memory already), bytes or a binary stream (read a
+    block at a time: a reader that stops early reads no further). At most `max_bytes` bytes are read and a line
+    may hold at most `max_line_chars` characters; past either the file is refused where it is."""
 
-    def __init__(self, data: str | bytes, name: str) -> None:
-        self.name, self.number = name, 0
-        self._lines = as_text(data, name).splitlines()
+    def __init__(self, data: str | bytes | BinaryIO, name: str, max_bytes: int | None = None,
+                 max_line_chars: int | None = None) -> None:
+        self.name, self.number, self._data = name, 0, data
+        self.max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes  # read now: tests patch the module's
+        self.max_line_chars = MAX_LINE_CHARS if max_line_chars is None else max_line_chars
 
-    def __iter__(self):
-        for number, line in enumerate(self._lines, start=1):
-            self.number = number
-            yield number, line
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        data = self._data
+        if isinstance(data, str):
+            pieces: Iterator[str] = iter([as_text(data, self.name)])
+        else:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                data = io.BytesIO(data)
+            elif isinstance(data, io.RawIOBase):  # a raw stream may return fewer bytes than asked
+                data = io.BufferedReader(data)
+            pieces = self._pieces(data)
+        for piece in pieces:
+            for line in piece.splitlines():
+                self.number += 1
+                if len(line) > self.max_line_chars:
+                    raise FileRefused(f"{self._where()}: a line of {len(line):,} characters; at most "
+                                      f"{self.max_line_chars:,} are read")
+                yield self.number, line
+
+    def _where(self, ahead: int = 0) -> str:
+        return at_line(self.name, self.number + ahead)
+
+    def _pieces(self, stream: BinaryIO) -> Iterator[str]:
+        """The stream's text in pieces of whole lines, decoded and checked as `as_text` checks a file, a block
+        at a time: every block is checked before any line of it is parsed. A piece ends after a line break (never
+        between the CR and LF of a pair), so the lines of the pieces are the lines of the whole; what follows the
+        last break waits for the next block, and is refused once it is longer than a line may be."""
+        text, undecoded, read = "", b"", 0  # text after the last break; the bytes of a character the block cut
+        while True:
+            block = stream.read(min(BLOCK_BYTES, self.max_bytes + 1 - read))
+            end = not block
+            if not read and block.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise FileRefused(f"{at_line(self.name, 1)}: the file is UTF-16 text; save it as UTF-8")
+            if not read and block.startswith(b"\xef\xbb\xbf"):
+                block, read = block[3:], 3
+            read += len(block)
+            if read > self.max_bytes:
+                raise FileRefused(f"{self.name}: larger than {_size(self.max_bytes)}, the most a file may hold here")
+            data = undecoded + block
+            try:
+                new, used = codecs.utf_8_decode(data, "strict", end)
+            except UnicodeDecodeError as error:
+                before = text + data[: error.start].decode("utf-8")
+                line, column = _position(before, len(before))
+                raise FileRefused(f"{self._where(line)}: not UTF-8 text (byte 0x{data[error.start]:02x} at "
+                                  f"column {column})") from None
+            undecoded = data[used:]
+            nul = new.find("\x00")
+            if nul >= 0:  # UTF-16 without a BOM, or a binary file that happens to decode
+                line, column = _position(text + new, len(text) + nul)
+                raise FileRefused(f"{self._where(line)}: not a text file (NUL character at column {column})")
+            searched = max(len(text) - 1, 0)  # the last block's final \r may end a line now
+            text += new
+            if end:  # the last line needs no break
+                if text:
+                    yield text
+                return
+            # the last \n, or the last \r that is not the final character (a \n may follow it in the next block)
+            cut = max(text.rfind("\n", searched), text.rfind("\r", searched, len(text) - 1)) + 1
+            if cut:
+                yield text[:cut]
+                text = text[cut:]
+            if len(text) > self.max_line_chars + 1:  # one line, and perhaps a \r
+                raise FileRefused(f"{self._where(1)}: a line of more than {self.max_line_chars:,} characters; "
+                                  f"at most {self.max_line_chars:,} are read")
 
     @contextmanager
     def guard(self):
         try:
             yield
         except Exception as error:  # even a bug of ours must not show a visitor a traceback
-            if isinstance(error, ValueError) and str(error).startswith(f"{self.name}, line "):
-                raise  # already names its line
+            if isinstance(error, FileRefused) or (
+                    isinstance(error, ValueError) and str(error).startswith(f"{self.name}, line ")):
+                raise  # already names its file and line
             if isinstance(error, RecursionError):
                 problem = "nested too deeply"
             elif isinstance(error, ValueError):
@@ -158,28 +251,49 @@ def json_object(line: str, where: str, keys: tuple[str, ...]) -> dict:
     return record
 
 
-# The most a file named on the command line or by the API may hold. The largest UD treebanks are under this; the
-# app's uploads have their own, smaller limit (.streamlit/config.toml).
-MAX_FILE_BYTES = 256 * 2**20
-
-
 def read_bytes(path: str | PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
     """A regular file's bytes, at most `limit` of them: a device or a pipe (/dev/zero, /dev/stdin) that never ends
     is refused before a byte is read, and a file past the limit after `limit + 1` bytes, never read whole."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{base_name(path)}: not a regular file" if path.exists() else f"{path}: no such file")
-    with path.open("rb") as f:
+    with opened(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"{base_name(path)}: larger than {limit / 2**20:.0f} MiB, the most a file may hold here")
     return data
 
 
+@contextmanager
+def opened(path: str | PathLike) -> Iterator[BinaryIO]:
+    """A regular file open for reading as a stream (for `Lines`, which holds it to MAX_FILE_BYTES): a device or a
+    pipe (/dev/zero, /dev/stdin) that never ends is refused before a byte is read."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{base_name(path)}: not a regular file" if path.exists() else f"{path}: no such file")
+    with path.open("rb") as f:
+        yield f
+
+
+def text_lines(data: str | bytes | BinaryIO, name: str, most: int | None = None,
+               max_line_chars: int | None = None) -> tuple[list[str], bool]:
+    """The first `most` (all, for None) non-empty lines of a file, stripped (one text a line), and whether the
+    file holds more: reading stops at the first text past `most`, so a corpus of which only the first N texts
+    are used is read only that far, however long the file."""
+    texts: list[str] = []
+    lines = Lines(data, name, max_line_chars=max_line_chars)
+    with lines.guard():
+        for _, line in lines:
+            text = line.strip()
+            if not text:
+                continue
+            if most is not None and len(texts) >= most:
+                return texts, True
+            texts.append(text)
+    return texts, False
+
+
 def read_text_lines(path: str | PathLike) -> list[str]:
-    """A UTF-8 file's non-empty lines, stripped (one text a line), read within `read_bytes`' limits."""
-    text = as_text(read_bytes(path), base_name(path))
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    """A UTF-8 file's non-empty lines, stripped (one text a line), read as a stream within `Lines`' limits."""
+    with opened(path) as f:
+        return text_lines(f, base_name(path))[0]
 
 
 def base_name(path: str | PathLike) -> str:

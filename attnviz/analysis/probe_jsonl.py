@@ -7,7 +7,7 @@ from os import PathLike
 
 from attnviz.analysis import items
 from attnviz.analysis.items import ProbeItem
-from attnviz.analysis.lines import base_name, json_object, line_records, read_bytes, require, shown
+from attnviz.analysis.lines import base_name, json_object, line_records, opened, require, shown
 
 
 def _probe_item(line: str, where: str) -> ProbeItem:
@@ -29,4 +29,5 @@ def parse_probes(text: str | bytes, name: str = "<probes>") -> list[ProbeItem]:
 
 
 def read_probes(path: str | PathLike) -> list[ProbeItem]:
-    return parse_probes(read_bytes(path), name=base_name(path))
+    with opened(path) as f:
+        return parse_probes(f, name=base_name(path))

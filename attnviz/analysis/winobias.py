@@ -16,7 +16,7 @@ from os import PathLike
 
 from attnviz.analysis import items
 from attnviz.analysis.items import ProbeItem
-from attnviz.analysis.lines import base_name, line_records, read_bytes, shown
+from attnviz.analysis.lines import base_name, line_records, opened, shown
 from attnviz.trace import is_punctuation
 
 PRONOUNS = frozenset(
@@ -97,4 +97,5 @@ def parse_winobias(text: str | bytes, name: str = "<winobias>") -> list[ProbeIte
 
 
 def read_winobias(path: str | PathLike) -> list[ProbeItem]:
-    return parse_winobias(read_bytes(path), name=base_name(path))
+    with opened(path) as f:
+        return parse_winobias(f, name=base_name(path))

@@ -11,7 +11,7 @@ import attnviz
 
 # attnviz.readouts.qkmap is imported inside run(): `python -m attnviz` loads torch only for a command
 # that needs it (tests/cli/test_package.py).
-from attnviz.analysis.lines import as_text, base_name, read_bytes
+from attnviz.analysis.lines import base_name, opened, text_lines
 
 
 def add_parser(commands) -> None:
@@ -25,15 +25,17 @@ def add_parser(commands) -> None:
     sub.add_argument("--json", action="store_true", help="print JSON of the points")
 
 
-def _sentences(corpus: str):
+def _sentences(corpus: str, most: int):
+    """The corpus's first `most` sentences; a file is read only that far."""
     from attnviz.analysis.conllu import read_conllu_sentences
     from attnviz.readouts import qkmap
 
     if corpus.startswith("builtin:"):
-        return qkmap.builtin_corpus(corpus.partition(":")[2])
+        return qkmap.builtin_corpus(corpus.partition(":")[2])[:most]
     if corpus.lower().endswith(".conllu"):
-        return qkmap.treebank_corpus(read_conllu_sentences(corpus))
-    return qkmap.text_corpus(as_text(read_bytes(corpus), base_name(corpus)))
+        return qkmap.treebank_corpus(read_conllu_sentences(corpus, most=most))
+    with opened(corpus) as f:
+        return [qkmap.CorpusSentence(text) for text in text_lines(f, base_name(corpus), most=most)[0]]
 
 
 def run(args) -> int:
@@ -41,7 +43,7 @@ def run(args) -> int:
 
     if args.sentences < 1:
         raise ValueError(f"--sentences must be >= 1, got {args.sentences}")
-    sentences = _sentences(args.corpus)[: args.sentences]
+    sentences = _sentences(args.corpus, args.sentences)
     start = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)

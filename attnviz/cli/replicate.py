@@ -42,9 +42,9 @@ def run(args) -> int:
     items = texts = None
     inputs = {}
     if args.conllu:
-        from attnviz.analysis import read_item_file
+        from attnviz.analysis.conllu import read_card_treebank
 
-        items = read_item_file("conllu", args.conllu).items
+        items = read_card_treebank(args.conllu).items  # the card's bounds, as the Findings page holds an upload
         inputs["conllu"] = Path(args.conllu).name
     if args.texts:
         texts = read_text_lines(args.texts)

@@ -102,7 +102,7 @@ def treebank(card: work.Card):
         name, data = found.name, found.read_bytes()
         st.caption(t("findings_treebank", name=md(name)))
     try:
-        parsed = parsed_file(workbench(), "conllu", data, name)
+        parsed = parsed_file(workbench(), "conllu", data, name, card=True)  # held to the card's bounds
     except ValueError as error:  # malformed input names the file and line
         st.error(t("findings_bad_file", error=md(error)))
         return None, None, None

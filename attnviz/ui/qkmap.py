@@ -14,7 +14,7 @@ from attnviz.ui.focus import set_focus
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import t
-from attnviz.ui.widgets import OPENED, head_picker
+from attnviz.ui.widgets import OPENED, head_picker, parsed_upload
 from attnviz.workbench import qkmap as work
 
 UPLOAD = "upload"
@@ -31,16 +31,16 @@ def _corpus(choice: str):
     """(corpus key, sentences) of the choice; (None, None) until a file is given or when it cannot be read."""
     if choice != UPLOAD:
         return choice, work.named_corpus(choice)
-    file = st.file_uploader(t("qkmap_upload"), type=["txt", "conllu"], key="qkmap_file")
-    if file is None:
-        return None, None
-    data = file.getvalue()
     try:
-        sentences = work.uploaded_corpus(file.name, data)
+        upload = parsed_upload(t("qkmap_upload"), ["txt", "conllu"], "qkmap_file", work.uploaded_corpus)
     except ValueError as error:
         st.warning(t("qkmap_unreadable", error=md(error)))
         return None, None
-    return work.upload_key(file.name, data), sentences
+    if upload is None:
+        return None, None
+    if upload.more:  # only the first MAX_SENTENCES are read: the slider asks for no more
+        st.caption(t("qkmap_first_taken", n=len(upload.sentences)))
+    return upload.key, upload.sentences
 
 
 def _open_sentence(found) -> None:

@@ -13,7 +13,7 @@ from attnviz.ui.escape import md
 from attnviz.ui.guard import guarded, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
-from attnviz.ui.widgets import head_grid
+from attnviz.ui.widgets import head_grid, parsed_upload
 from attnviz.workbench import sinks as work
 
 QUANTITIES = ("means", "key_norm", "cosine", "sink_mass")
@@ -34,16 +34,19 @@ def _grid(found, quantity: str) -> tuple[np.ndarray, dict]:
 
 
 def _visitor_texts() -> list[str] | None:
-    """The uploaded file's non-empty lines, [] before a file is given, None when it is not readable."""
-    file = st.file_uploader(t("sinks_upload"), type=["txt"], key="sinks_file")
-    if file is None:
-        return []
+    """The uploaded file's first work.MAX_TEXTS texts (non-empty lines; a caption says when there were more);
+    None before a file is given or when it cannot be read."""
     try:
-        lines = file.getvalue().decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        st.warning(t("sinks_not_utf8", name=md(file.name)))
+        upload = parsed_upload(t("sinks_upload"), ["txt"], "sinks_file", work.uploaded_texts)
+    except ValueError as error:
+        st.warning(t("sinks_unreadable", error=md(error)))
         return None
-    return [line.strip() for line in lines if line.strip()]
+    if upload is None:
+        return None
+    texts, more = upload
+    if more:
+        st.caption(t("sinks_first_taken", n=len(texts)))
+    return texts
 
 
 @st.fragment
@@ -59,9 +62,6 @@ def sink_anatomy(model, source: str) -> None:
         if mine:
             texts = _visitor_texts()
             if not texts:
-                return
-            if len(texts) > work.MAX_TEXTS:
-                st.warning(t("sinks_too_many", n=len(texts), limit=work.MAX_TEXTS))
                 return
         bench = workbench()
         key = work.corpus_key(texts)

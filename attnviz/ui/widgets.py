@@ -1,7 +1,10 @@
 """Widgets used by more than one page: the word-pair ranking, the head picker, a clickable layers x heads
-grid, a token position."""
+grid, a token position, an upload parsed once."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 import streamlit as st
 
@@ -13,6 +16,7 @@ from attnviz.ui.language import t
 from attnviz.ui.url_state import seed_from_url
 
 TOP_HEADS_SHOWN = 10
+Parsed = TypeVar("Parsed")
 
 
 def word_pair_ranking(trace, key_prefix: str) -> list[tuple[int, int, float]]:
@@ -150,3 +154,27 @@ def head_picker(columns, n_layers: int, n_heads: int, prefix: str = "", url_pref
     if follows_focus:
         follow_focus_change()
     return layer, head
+
+
+def parsed_upload(label: str, types: list[str], key: str, parse: Callable[[str, object], Parsed]) -> Parsed | None:
+    """A file uploader (`key`) and what `parse(name, stream)` made of its file, parsed once per file, not on every
+    rerun: the page reruns on every click while the file stays in the uploader, and the corpus map's 19.9 MB
+    file parsed each time took 20-29 s a click (issue 36, F2). The session keeps only what `parse` made (small:
+    the sentences taken, never the bytes) of the uploader's latest file, by its `file_id`. None before a file is
+    given; a file that cannot be read raises its ValueError on every run without being read again."""
+    file = st.file_uploader(label, type=types, key=key)
+    slot = f"_{key}_parsed"
+    if file is None:
+        st.session_state.pop(slot, None)
+        return None
+    held = st.session_state.get(slot)
+    if held is None or held[0] != file.file_id:
+        file.seek(0)
+        try:
+            held = (file.file_id, parse(file.name, file), None)
+        except ValueError as error:
+            held = (file.file_id, None, str(error))
+        st.session_state[slot] = held
+    if held[2] is not None:
+        raise ValueError(held[2])
+    return held[1]

@@ -8,6 +8,7 @@ import hashlib
 import json
 
 from attnviz.analysis import detect_format, parse_item_file, score_model, scoring_peak_bytes, to_json
+from attnviz.analysis.conllu import parse_card_treebank
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import TRACE_OVERHEAD, nbytes, trace_bytes
 
@@ -69,15 +70,16 @@ def detected_format(name: str, data: bytes) -> str:
     return detect_format(name, prefix)
 
 
-def parsed_file(bench: Workbench, kind: str, data: bytes, name: str):
+def parsed_file(bench: Workbench, kind: str, data: bytes, name: str, card: bool = False):
     """An upload's items and what reading them left out (analysis.parse_item_file), parsed once per content,
     under the budget, and shared: the page reruns on every click, and a large file was parsed again each
-    time. A file that does not parse raises each time."""
+    time. A file that does not parse raises each time. `card`: a replication card's treebank (kind "conllu"),
+    held to the card's tighter bounds (analysis.conllu.parse_card_treebank)."""
     def parse():
         with bench.reserve(PARSE_BYTES_PER_BYTE * len(data)):
-            return parse_item_file(kind, data, name)
+            return parse_card_treebank(data, name) if card else parse_item_file(kind, data, name)
 
-    key = ("parsed", hashlib.sha256(data).hexdigest(), kind)
+    key = ("parsed", hashlib.sha256(data).hexdigest(), "card" if card else kind)
     return bench.shared_value(key, parse, lambda parsed: PARSED_BYTES_PER_BYTE * len(data) + 1_000)
 
 
