@@ -91,3 +91,48 @@ def test_a_waiting_job_shows_its_place_in_the_queue(lang):
     finally:
         release.set()
     finish_jobs(at, timeout=30)
+
+
+def refused_page():
+    import streamlit as st
+    import torch
+
+    from attnviz.transformer.config import ModelConfig
+    from attnviz.transformer.model import Transformer
+    from attnviz.ui.guard import workbench
+    from attnviz.ui.heavy import heavy_action
+
+    def work(job):
+        config = ModelConfig(family="gpt2", vocab_size=50, d_model=64, n_layers=2, n_heads=16, d_ff=128,
+                             causal=True, norm_placement="pre", max_positions=2048)
+        with torch.inference_mode(), workbench().reserve(0):  # its maps: 64 MB a layer, spent where allocated
+            Transformer(config)(torch.zeros(1, 1024, dtype=torch.long))
+        return "done"
+
+    if heavy_action("fair_refused", "Run", (), work, lambda done, total: f"{done}/{total}", autostart=True) == "done":
+        st.write("done")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_job_the_memory_ceiling_stops_says_so_with_the_figures(lang):
+    """Issue 36, item 8: a job whose attention maps would pass the budget is stopped where they are allocated, and
+    the page says so in words with the figures, in either language."""
+    ceiling = workbench().ceiling
+    before = ceiling.limit
+    ceiling.limit = ceiling.rss() + 30_000_000  # the process's one Workbench: put back below
+    try:
+        at = AppTest.from_function(refused_page, default_timeout=30)
+        at.query_params["lang"] = lang
+        at.run()
+        [job] = [job for job in workbench().jobs.running() if "fair_refused" in job.key] or [None]
+        if job is not None:
+            assert job.finished.wait(30)
+    finally:
+        ceiling.limit = before
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    words = translate(lang, "trace_over_budget", need=0.0, budget=0.0, used=0.0)
+    [error] = [e.value for e in at.error]
+    # one layer's scores and probabilities, 16 x 1,024^2 floats each
+    assert error.startswith(words.split("0.00")[0]) and "0.13 GB" in error
+    assert not [m for m in at.markdown if m.value == "done"]
