@@ -1,4 +1,6 @@
-"""The red team's memory reproductions (issue 36: F1, F4) before and after, side by side in one run.
+"""The red team's memory reproductions (issue 36: F1, F4) before and after, side by side in one run: F1 a Clark
+card over a visitor's CoNLL-U of 32 sentences of 200 words (and 48 of 150); F4 sink anatomy, a 56-token patch, and
+sink anatomy with Gemma 3 270M idle beside SmolLM2.
 
 Each scenario runs in a fresh process under ATTNVIZ_MEMORY_BUDGET_GB (2.5 GB, the public host's), through the
 workbench functions the pages call, for each app tree given; it prints the process's peak resident memory
@@ -49,6 +51,8 @@ def run(scenario):
     attnviz.loading.hf.import_transformers()
     bench = Workbench()
     name = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    if scenario == "f4_three":  # Gemma 3 loaded and left (this visitor moved on to SmolLM2): idle, evictable
+        shelf.load_model(bench, shelf.check_source("google/gemma-3-270m"))
     model = shelf.load_model(bench, shelf.check_source(name))
     loaded = status("VmHWM")
     if scenario.startswith("f1_clark"):
@@ -61,7 +65,7 @@ def run(scenario):
             parsed = head_finder.parsed_file(bench, "conllu", data, "visitor.conllu")
         card = next(c for c in findings.cards() if c.id == "clark2019")
         return loaded, lambda: findings.run(bench, card, model, name, parsed.items, data)
-    if scenario == "f4_sinks":
+    if scenario in ("f4_sinks", "f4_three"):
         from attnviz.workbench import sinks
         return loaded, lambda: sinks.anatomy(bench, model, name, None)
     if scenario == "f4_patch56":
@@ -90,7 +94,7 @@ print(json.dumps({"peak": status("VmHWM"), "after_load": loaded, "wall_s": time.
                   "cpu_s": times.user + times.system, **box}), flush=True)
 """
 
-SCENARIOS = ("f1_clark", "f1_clark_long", "f4_sinks", "f4_patch56")
+SCENARIOS = ("f1_clark", "f1_clark_long", "f4_sinks", "f4_patch56", "f4_three")
 
 
 def measure(tree: Path, scenario: str, budget: float) -> dict:

@@ -82,9 +82,11 @@ class Ceiling:
 
     def __init__(self, budget: int, rss: Callable[[], int] = process_rss,
                  make_room: Callable[[int, Hashable | None], bool] | None = None,
-                 others: Callable[[], dict[str, int]] | None = None, wait_s: float = WAIT_S) -> None:
+                 others: Callable[[], dict[str, int]] | None = None, wait_s: float = WAIT_S,
+                 slack: int | None = None) -> None:
         self.budget, self.rss = budget, rss
-        self.limit = budget - min(SLACK_MOST, int(SLACK_SHARE * budget))  # what the checks hold resident memory to
+        # what the checks hold resident memory to: the budget less SLACK_SHARE of it (at most SLACK_MOST), or `slack`
+        self.limit = budget - (min(SLACK_MOST, int(SLACK_SHARE * budget)) if slack is None else slack)
         self._make_room = make_room or self._trim
         self._others = others or dict
         self.wait_s = wait_s

@@ -51,8 +51,10 @@ class Workbench:
         self._guard = threading.Lock()
         # The one ledger of the budget: reservations made ahead (`reserve`) and the bytes spent where tensors
         # are allocated (attnviz.memory.ceiling); the app's Workbench is the process's, for every visitor.
+        # A budget given in bytes (tests, benchmarks) is held exactly; one from the machine keeps its slack.
         self.ceiling = Ceiling(self.budget, lambda: self.rss(), self._make_room,
-                               lambda: self._held_by_others(VISITOR.get()), RESERVE_WAIT_S)
+                               lambda: self._held_by_others(VISITOR.get()), RESERVE_WAIT_S,
+                               slack=0 if self.budget_rule.basis == "given" else None)
         self._load_locks: dict[Hashable, threading.Lock] = {}
         self.fixtures: dict[Hashable, object] = {}  # the untrained fallback models, never evicted
         # transformers' names, once, now: the first visitors then never import it from several threads at once
