@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import attnviz
+from attnviz.cli import atlas as atlas_cli
 from attnviz.cli import patch as patch_cli
 from attnviz.cli import qk_attribution, qkmap, readout, replicate, sinks
 from attnviz.memory.budget import BUDGET_VARIABLE
@@ -108,6 +109,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     qkmap.add_parser(commands)
     replicate.add_parser(commands)
     patch_cli.add_parser(commands)
+    atlas_cli.add_parser(commands)
     return parser
 
 
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"app": _app, "parity": _parity, "bench": _bench, "probe": _probe, "heads": _heads,
                 "blimp": _blimp, "qk": qk_attribution.run, "sinks": sinks.run, "qkmap": qkmap.run,
                 "replicate": replicate.run,
-                "patch": patch_cli.run}[args.command](args)
+                "patch": patch_cli.run, "atlas": atlas_cli.run}[args.command](args)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,228 @@
+"""A head atlas over a corpus (issue 37, first slice): HeadVis's six metrics of every head
+(attnviz.readouts.atlas_metrics) from one streaming pass over the texts, kept in an embedded DuckDB database,
+`<out_dir>/atlas.duckdb`, so that a build stopped part way resumes where it stopped.
+
+Texts are read one at a time, tokenized as `LoadedModel.encode` does by default (special tokens included) and cut
+at `seq_len` tokens (at most the model's own context), as HeadVis's pipeline tokenizes them; each runs one forward
+pass of our module with the probabilities reduced block by block (no [T, T] map held), and its sums are added to
+the build's. Tables:
+
+- `build` (one row): the model (`model`: the source as given, `model_path`, `model_type`, `n_layers`, `n_heads`),
+  the settings (`seq_len`, `induction_threshold`), `n_texts` (texts taken so far), `n_sequences` (of them, those
+  of 2 tokens or more: the ones pooled), `skipped`, provenance (`attnviz_version`, `torch_version`, `device`,
+  `dtype`, `started`, `updated`, `finished`: ISO times in UTC, `finished` NULL until the last text is in);
+- `heads`: `layer`, `head` and the six metrics (NULL where a metric has no count, e.g. no repeated token);
+- `sums`: `layer`, `head` and the float64 sums the metrics are ratios of (atlas_metrics.SUMS);
+- `progress` (one row): `texts_done`, the counts (atlas_metrics.COUNTS), `texts_chain` (a SHA-256 chain over the
+  texts taken, so a resumed build refuses a different corpus) and `updated`.
+
+All four are written in one transaction every `commit_every` texts, at the end, and when the build stops on an
+error or an interruption (KeyboardInterrupt included); run again with the same model, texts and settings, a build
+skips the texts already taken (checking them against the chain) and goes on from the sums stored, which are the
+float64 values themselves: the resumed build's numbers are the uninterrupted build's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+import attnviz
+from attnviz.models.loaded_model import LoadedModel
+from attnviz.readouts.atlas_metrics import COUNTS, INDUCTION_THRESHOLD, METRICS, SUMS, HeadSums, sequence_sums
+
+logger = logging.getLogger(__name__)
+
+ATLAS_FILE = "atlas.duckdb"
+SEQ_LEN = 512  # HeadVis's default --seq-len
+COMMIT_EVERY = 16  # texts between two commits: at most this many are taken again after a hard kill
+
+# What must be the same for a build to resume: the build table's columns, compared as stored.
+SETTINGS = ("model", "n_layers", "n_heads", "seq_len", "induction_threshold")
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS build (model VARCHAR, model_path VARCHAR, model_type VARCHAR, n_layers INTEGER,
+       n_heads INTEGER, seq_len INTEGER, induction_threshold DOUBLE, n_texts BIGINT, n_sequences BIGINT,
+       skipped BIGINT, attnviz_version VARCHAR, torch_version VARCHAR, device VARCHAR, dtype VARCHAR,
+       started VARCHAR, updated VARCHAR, finished VARCHAR)""",
+    "CREATE TABLE IF NOT EXISTS heads (layer INTEGER, head INTEGER, "
+    + ", ".join(f"{name} DOUBLE" for name in METRICS) + ")",
+    "CREATE TABLE IF NOT EXISTS sums (layer INTEGER, head INTEGER, "
+    + ", ".join(f"{name} DOUBLE" for name in SUMS) + ")",
+    "CREATE TABLE IF NOT EXISTS progress (texts_done BIGINT, "
+    + ", ".join(f"{name} BIGINT" for name in COUNTS) + ", texts_chain VARCHAR, updated VARCHAR)",
+]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _chain(previous: str, text: str) -> str:
+    """The next link of the texts' SHA-256 chain: H(previous link, H(text))."""
+    return hashlib.sha256((previous + hashlib.sha256(text.encode("utf-8")).hexdigest()).encode("ascii")).hexdigest()
+
+
+def atlas_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / ATLAS_FILE
+
+
+def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len: int = SEQ_LEN,
+          progress: Callable[[int, int | None], None] | None = None, commit_every: int = COMMIT_EVERY,
+          threshold: float = INDUCTION_THRESHOLD) -> dict:
+    """Build (or resume) the atlas of `model` over `texts` (an iterable read once, one text at a time) in
+    `out_dir`; `progress(done, total)` after each text taken (`total` None when `texts` has no length; it may
+    raise to stop the build, which keeps what is done). Returns `metrics(out_dir)`."""
+    import duckdb
+
+    if not isinstance(model, LoadedModel):
+        raise ValueError("the atlas takes a self-attention model (attnviz.load's LoadedModel), not a translation model")
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be >= 2, got {seq_len}")
+    if commit_every < 1:
+        raise ValueError(f"commit_every must be >= 1, got {commit_every}")
+    cut = min(seq_len, model.context_tokens)
+    total = len(texts) if hasattr(texts, "__len__") else None
+    info = model.info
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(atlas_path(out_dir)))
+    try:
+        for statement in _SCHEMA:
+            con.execute(statement)
+        settings = {"model": info.name, "n_layers": info.n_layers, "n_heads": info.n_heads, "seq_len": seq_len,
+                    "induction_threshold": float(threshold)}
+        sums, done, chain = _resume(con, settings, model)
+        saved = done
+        stored_chain = chain if done else None
+        chain = ""
+
+        def save(finished: bool = False) -> None:
+            _save(con, sums, done, chain, finished)
+
+        seen = 0
+        try:
+            for index, text in enumerate(texts):
+                seen = index + 1
+                if not isinstance(text, str) or not text.strip():
+                    raise ValueError(f"text {index + 1} is empty")
+                if index < saved:  # taken by the run that stopped: only checked against the chain
+                    chain = _chain(chain, text)
+                    if index == saved - 1 and chain != stored_chain:
+                        raise ValueError(f"{atlas_path(out_dir)} was built from other texts (its first {saved} "
+                                         "differ from these): use another --out, or the same texts")
+                    continue
+                ids = model.encode(text, max_tokens=cut).ids
+                sums = sums + sequence_sums(model.module, ids, info.device, threshold)
+                chain, done = _chain(chain, text), done + 1
+                if done % commit_every == 0:
+                    save()
+                    saved = done
+                if progress is not None:
+                    progress(done, total)
+            if seen < saved:
+                raise ValueError(f"{atlas_path(out_dir)} was built from {saved} texts, more than these ({seen}): "
+                                 "use another --out, or the same texts")
+        except BaseException:
+            if done > saved:
+                try:
+                    save()  # what the stopped run took is kept; the error is the caller's
+                except Exception:
+                    logger.exception("the atlas could not keep the texts taken since its last commit")
+            raise
+        save(finished=True)
+    finally:
+        con.close()
+    return metrics(out_dir)
+
+
+def _resume(con, settings: dict, model: LoadedModel) -> tuple[HeadSums, int, str]:
+    """(sums, texts done, chain) stored by an earlier build with the same settings; a new build row otherwise."""
+    info = model.info
+    row = con.execute(f"SELECT {', '.join(SETTINGS)} FROM build").fetchall()
+    if not row:
+        import torch
+
+        con.execute("INSERT INTO build VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?, ?, ?, NULL)",
+                    [info.name, info.path, info.model_type, info.n_layers, info.n_heads, settings["seq_len"],
+                     settings["induction_threshold"], attnviz.__version__, torch.__version__, str(info.device),
+                     str(info.dtype), _now(), _now()])
+        return HeadSums.zeros(info.n_layers, info.n_heads), 0, ""
+    stored = dict(zip(SETTINGS, row[0]))
+    if stored != settings:
+        different = {key: (stored[key], settings[key]) for key in SETTINGS if stored[key] != settings[key]}
+        raise ValueError(f"the atlas there was built with other settings {different} (stored, asked): "
+                         "use another --out, or the same model and settings to resume it")
+    counts = con.execute(f"SELECT texts_done, {', '.join(COUNTS)}, texts_chain FROM progress").fetchall()
+    if not counts:
+        return HeadSums.zeros(info.n_layers, info.n_heads), 0, ""
+    done, *numbers, chain = counts[0]
+    table = con.execute(f"SELECT layer, head, {', '.join(SUMS)} FROM sums").fetchnumpy()
+    sums = HeadSums.zeros(info.n_layers, info.n_heads)
+    for name in SUMS:
+        getattr(sums, name)[table["layer"], table["head"]] = np.asarray(table[name], dtype=np.float64)
+    for name, number in zip(COUNTS, numbers):
+        setattr(sums, name, int(number))
+    return sums, int(done), chain
+
+
+def _save(con, sums: HeadSums, done: int, chain: str, finished: bool) -> None:
+    """The sums, metrics, counts and the build row, in one transaction."""
+    n_layers, n_heads = sums.shape
+    layer, head = (a.ravel() for a in np.indices((n_layers, n_heads)))
+    grids = sums.metrics()
+    now = _now()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("sums_in", {"layer": layer, "head": head, **{name: getattr(sums, name).ravel() for name in SUMS}})
+        con.register("heads_in", {"layer": layer, "head": head, **{name: grids[name].ravel() for name in METRICS}})
+        con.execute("DELETE FROM sums")
+        con.execute(f"INSERT INTO sums SELECT layer, head, {', '.join(SUMS)} FROM sums_in")
+        con.execute("DELETE FROM heads")
+        nulls = ", ".join(f"CASE WHEN isnan({name}) THEN NULL ELSE {name} END" for name in METRICS)
+        con.execute(f"INSERT INTO heads SELECT layer, head, {nulls} FROM heads_in")
+        con.execute("DELETE FROM progress")
+        con.execute(f"INSERT INTO progress VALUES (?, {', '.join('?' for _ in COUNTS)}, ?, ?)",
+                    [done, *(getattr(sums, name) for name in COUNTS), chain, now])
+        con.execute("UPDATE build SET n_texts = ?, n_sequences = ?, skipped = ?, updated = ?, finished = ?",
+                    [done, sums.sequences, sums.skipped, now, now if finished else None])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("sums_in")
+        con.unregister("heads_in")
+
+
+def metrics(out_dir: str | Path) -> dict:
+    """{"model", "n_texts", "n_sequences", "skipped", "seq_len", "complete", "metrics": {name: [layer][head]}} of
+    the atlas in `out_dir` (a metric with no count is None, as in HeadVis's scatter data)."""
+    import duckdb
+
+    path = atlas_path(out_dir)
+    if not path.is_file():
+        raise ValueError(f"{path}: no atlas there (build one with `atlas build`)")
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        row = con.execute("SELECT model, n_texts, n_sequences, skipped, seq_len, finished, n_layers, n_heads "
+                          "FROM build").fetchall()
+        if not row:
+            raise ValueError(f"{path}: an atlas with no build row")
+        model, n_texts, n_sequences, skipped, seq_len, finished, n_layers, n_heads = row[0]
+        table = con.execute(f"SELECT layer, head, {', '.join(METRICS)} FROM heads").fetchnumpy()
+    finally:
+        con.close()
+    grids = {}
+    for name in METRICS:
+        grid: list[list[float | None]] = [[None] * n_heads for _ in range(n_layers)]
+        values = np.ma.filled(np.ma.asarray(table[name], dtype=np.float64), np.nan)
+        for layer, head, value in zip(table["layer"], table["head"], values):
+            grid[int(layer)][int(head)] = None if np.isnan(value) else float(value)
+        grids[name] = grid
+    return {"model": model, "n_texts": int(n_texts), "n_sequences": int(n_sequences), "skipped": int(skipped),
+            "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids}
