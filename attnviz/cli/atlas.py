@@ -34,14 +34,25 @@ def add_parser(commands) -> None:
     actions = atlas.add_subparsers(dest="atlas_command", required=True)
     build = actions.add_parser("build", help="build (or resume) an atlas")
     build.add_argument("--model", required=True)
-    build.add_argument("--texts", required=True, help="a UTF-8 file: one text a line, or JSONL (a .jsonl file) "
-                                                     "with a \"text\" field")
+    build.add_argument("--texts", help="a UTF-8 file: one text a line, or JSONL (a .jsonl file) with a \"text\" "
+                                      "field (default: the sentences of --conllu, --winobias, --probes)")
+    build.add_argument("--conllu", help="a UD treebank: every head's accuracy per relation (as probe --conllu)")
+    build.add_argument("--winobias", help="WinoBias-format lines: coreference (as probe --winobias)")
+    build.add_argument("--probes", help="probe JSONL or builtin[:en|:zh] (as probe --probes)")
+    build.add_argument("--sink-aware", action="store_true", help="the relations' sink-aware rule (as probe)")
     build.add_argument("--out", required=True, help="the atlas folder (DIR/atlas.duckdb); run again to resume")
     build.add_argument("--seq-len", type=_seq_len, default=SEQ_LEN,
                        help="cut each text at this many tokens (default 512, as HeadVis)")
+    build.add_argument("--workers", type=_workers, default=1,
+                       help="measure the texts on N Ray workers, each loading the model once (default 1: this "
+                            "process, no Ray); needs the ray extra: pip install \"attnviz[ray]\"")
+    build.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="join the Ray cluster at ADDR (HOST:6379 from a node of it; default: a local Ray of "
+                            "--workers CPUs)")
     shown = actions.add_parser("metrics", help="print an atlas's metrics")
     shown.add_argument("--atlas", required=True, help="the atlas folder")
-    shown.add_argument("--json", action="store_true", help="print {model, n_texts, metrics: {name: [layer][head]}}")
+    shown.add_argument("--json", action="store_true", help="print {model, n_texts, metrics: {name: [layer][head]}, "
+                                                         "relations: probe --json's relations, ...}")
 
 
 def corpus_texts(path: str | Path) -> Iterator[str]:
@@ -67,11 +78,18 @@ def corpus_texts(path: str | Path) -> Iterator[str]:
 def run(args) -> int:
     if args.atlas_command == "metrics":
         return _metrics(args)
-    from attnviz.readouts import atlas
+    from attnviz.readouts import atlas, atlas_relations
 
-    total = sum(1 for _ in corpus_texts(args.texts))  # the whole file checked before the model loads
+    # the relation files read, and the texts file checked whole, before the model loads
+    sources = atlas_relations.read_sources(args.conllu, args.winobias, args.probes)
+    if args.texts is None and not sources:
+        raise ValueError("give --texts, or a relation file (--conllu, --winobias, --probes) whose sentences are read")
+    total = sum(1 for _ in _corpus(args, sources))
     if not total:
-        raise ValueError(f"{args.texts} has no texts")
+        raise ValueError(f"{args.texts} has no texts" if args.texts is not None else "the relation files have no items")
+    if args.workers > 1 or args.ray_address:
+        code = _build_on_ray(args, total)
+        return _relations(args, sources) if sources else code
     start = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)
@@ -81,10 +99,74 @@ def run(args) -> int:
         end = "\n" if done == total else ""
         print(f"\rtexts {done}/{total}", end=end, file=sys.stderr, flush=True)
 
-    result = atlas.build(model, corpus_texts(args.texts), args.out, seq_len=args.seq_len, progress=progress)
+    result = atlas.build(model, _corpus(args, sources), args.out, seq_len=args.seq_len, progress=progress)
     print(f"load {loaded - start:.1f} s, texts {time.perf_counter() - loaded:.1f} s; "
           f"{result['n_texts']} texts ({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}",
           file=sys.stderr)
+    return _relations(args, sources, model) if sources else 0
+
+
+def _corpus(args, sources=None):
+    """The texts of the six metrics: --texts's, else the relation files' distinct sentences, in order."""
+    if args.texts is not None:
+        return corpus_texts(args.texts)
+    from attnviz.readouts import atlas_relations
+
+    if sources is None:
+        sources = atlas_relations.read_sources(args.conllu, args.winobias, args.probes)
+    return atlas_relations.item_texts(sources)
+
+
+def _relations(args, sources, model=None) -> int:
+    """Score the relation files (attnviz.readouts.atlas_relations), each once: a file stored with the same
+    SHA-256 is not scored again."""
+    from attnviz.readouts import atlas, atlas_relations
+
+    if model is None:
+        print(f"loading {args.model} for the relations ...", file=sys.stderr)
+        model = attnviz.load(args.model)
+    start = time.perf_counter()
+
+    def progress(kind: str, done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\rrelations ({kind}): sentences {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    scored = atlas_relations.build_relations(model, atlas.atlas_path(args.out), sources,
+                                             sink_aware=args.sink_aware, progress=progress)
+    kept = [source.kind for source in sources if source.kind not in scored]
+    print(f"relations {time.perf_counter() - start:.1f} s; scored: {', '.join(scored) or 'none'}"
+          + (f"; kept (same file): {', '.join(kept)}" if kept else ""), file=sys.stderr)
+    return 0
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _build_on_ray(args, total: int) -> int:
+    """`atlas build --workers N [--ray-address ADDR]`: the texts measured on Ray workers
+    (attnviz.readouts.atlas_ray), the atlas stored as the one-process build stores it."""
+    from attnviz.readouts import atlas, atlas_ray
+
+    atlas_ray.require_ray(f"--workers {args.workers}")  # one line on how to install it, before anything starts
+    start = time.perf_counter()
+    where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"
+    print(f"{args.workers} workers on {where}, each loading {args.model} ...", file=sys.stderr)
+
+    def progress(done: int, _total) -> None:
+        end = "\n" if done == total else ""
+        print(f"\rtexts {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    result = atlas_ray.build(args.model, _corpus(args), args.out, workers=args.workers,
+                             address=args.ray_address, seq_len=args.seq_len, progress=progress)
+    print(f"{time.perf_counter() - start:.1f} s on {args.workers} workers; {result['n_texts']} texts "
+          f"({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}", file=sys.stderr)
     return 0
 
 
@@ -102,4 +184,15 @@ def _metrics(args) -> int:
                 if value is not None]
         top = ", ".join(f"L{layer}H{head} {value:.4f}" for value, layer, head in sorted(best, reverse=True)[:5])
         print(f"{name:22s} top 5: {top or '(no count)'}")
+    if result.get("relations"):
+        from attnviz.readouts.atlas_relations import seed_table
+
+        for row in seed_table(result):
+            label = f"{row['en']} {row['zh']}"
+            if not row["available"]:
+                print(f"{label:26s} -: {row['reason']}")
+                continue
+            best, base = row["best"], row["baseline"]
+            print(f"{label:26s} {row['relation']} {row['direction']}: L{best['layer']}H{best['head']} "
+                  f"{best['accuracy']:.4f} (n {row['n_scorable']}; best offset {base['best_offset_accuracy']})")
     return 0

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 import attnviz
 from attnviz.models.loaded_model import LoadedModel
+from attnviz.readouts import atlas_relations
 from attnviz.readouts.atlas_metrics import COUNTS, INDUCTION_THRESHOLD, METRICS, SUMS, HeadSums, sequence_sums
 
 logger = logging.getLogger(__name__)
@@ -77,16 +79,24 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
           threshold: float = INDUCTION_THRESHOLD) -> dict:
     """Build (or resume) the atlas of `model` over `texts` (an iterable read once, one text at a time) in
     `out_dir`; `progress(done, total)` after each text taken (`total` None when `texts` has no length; it may
-    raise to stop the build, which keeps what is done). Returns `metrics(out_dir)`."""
+    raise to stop the build, which keeps what is done). Returns `metrics(out_dir)`.
+
+    `model` is a LoadedModel, measured here (`measure_texts`), or an object with `info` (a ModelInfo) and
+    `measure(texts, seq_len, threshold)` yielding each text with its HeadSums in text order, computed elsewhere
+    and possibly ahead (attnviz.readouts.atlas_ray's Ray workers); the sums are added, saved and resumed here
+    alike."""
     import duckdb
 
-    if not isinstance(model, LoadedModel):
+    if isinstance(model, LoadedModel):
+        measure = partial(measure_texts, model)
+    elif callable(getattr(model, "measure", None)):
+        measure = model.measure
+    else:
         raise ValueError("the atlas takes a self-attention model (attnviz.load's LoadedModel), not a translation model")
     if seq_len < 2:
         raise ValueError(f"seq_len must be >= 2, got {seq_len}")
     if commit_every < 1:
         raise ValueError(f"commit_every must be >= 1, got {commit_every}")
-    cut = min(seq_len, model.context_tokens)
     total = len(texts) if hasattr(texts, "__len__") else None
     info = model.info
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -104,20 +114,26 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
         def save(finished: bool = False) -> None:
             _save(con, sums, done, chain, finished)
 
-        seen = 0
-        try:
+        start, seen = saved, 0
+
+        def fresh() -> Iterator[str]:
+            """The texts not taken yet (a measure may read ahead of the sums added)."""
+            nonlocal chain, seen
             for index, text in enumerate(texts):
                 seen = index + 1
                 if not isinstance(text, str) or not text.strip():
                     raise ValueError(f"text {index + 1} is empty")
-                if index < saved:  # taken by the run that stopped: only checked against the chain
+                if index < start:  # taken by the run that stopped: only checked against the chain
                     chain = _chain(chain, text)
-                    if index == saved - 1 and chain != stored_chain:
-                        raise ValueError(f"{atlas_path(out_dir)} was built from other texts (its first {saved} "
+                    if index == start - 1 and chain != stored_chain:
+                        raise ValueError(f"{atlas_path(out_dir)} was built from other texts (its first {start} "
                                          "differ from these): use another --out, or the same texts")
                     continue
-                ids = model.encode(text, max_tokens=cut).ids
-                sums = sums + sequence_sums(model.module, ids, info.device, threshold)
+                yield text
+
+        try:
+            for text, part in measure(fresh(), seq_len, threshold):
+                sums = sums + part
                 chain, done = _chain(chain, text), done + 1
                 if done % commit_every == 0:
                     save()
@@ -138,6 +154,16 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
     finally:
         con.close()
     return metrics(out_dir)
+
+
+def measure_texts(model: LoadedModel, texts: Iterable[str], seq_len: int = SEQ_LEN,
+                  threshold: float = INDUCTION_THRESHOLD) -> Iterator[tuple[str, HeadSums]]:
+    """Each text with its HeadSums, in order, one at a time: tokenized as `LoadedModel.encode` does by default and
+    cut at `seq_len` tokens (at most the model's own context), one forward pass each. The one-process build's
+    measure, and each Ray worker's (attnviz.readouts.atlas_ray)."""
+    cut = min(seq_len, model.context_tokens)
+    for text in texts:
+        yield text, sequence_sums(model.module, model.encode(text, max_tokens=cut).ids, model.info.device, threshold)
 
 
 def _resume(con, settings: dict, model: LoadedModel) -> tuple[HeadSums, int, str]:
@@ -200,8 +226,9 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool) -> None:
 
 
 def metrics(out_dir: str | Path) -> dict:
-    """{"model", "n_texts", "n_sequences", "skipped", "seq_len", "complete", "metrics": {name: [layer][head]}} of
-    the atlas in `out_dir` (a metric with no count is None, as in HeadVis's scatter data)."""
+    """{"model", "n_texts", "n_sequences", "skipped", "seq_len", "complete", "metrics": {name: [layer][head]},
+    "relations", "relation_sources", "relation_examples"} of the atlas in `out_dir` (a metric with no count is None,
+    as in HeadVis's scatter data; "relations" is `probe --json`'s, attnviz.readouts.atlas_relations.stored)."""
     import duckdb
 
     path = atlas_path(out_dir)
@@ -215,6 +242,7 @@ def metrics(out_dir: str | Path) -> dict:
             raise ValueError(f"{path}: an atlas with no build row")
         model, n_texts, n_sequences, skipped, seq_len, finished, n_layers, n_heads = row[0]
         table = con.execute(f"SELECT layer, head, {', '.join(METRICS)} FROM heads").fetchnumpy()
+        relations = atlas_relations.stored(con)  # {"relations", "relation_sources", "relation_examples"}
     finally:
         con.close()
     grids = {}
@@ -225,4 +253,4 @@ def metrics(out_dir: str | Path) -> dict:
             grid[int(layer)][int(head)] = None if np.isnan(value) else float(value)
         grids[name] = grid
     return {"model": model, "n_texts": int(n_texts), "n_sequences": int(n_sequences), "skipped": int(skipped),
-            "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids}
+            "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids, **relations}
