@@ -17,6 +17,7 @@ page = st.navigation([
     st.Page("app_pages/2_Learn.py", title=t("page_learn"), icon="📖"),
     st.Page("app_pages/3_Translate.py", title=t("page_translate"), icon="🌐", url_path="Translate"),
     st.Page("app_pages/4_Findings.py", title=t("page_findings"), icon="📑"),
+    st.Page("app_pages/5_Atlas.py", title=t("page_atlas"), icon="🗺️"),
 ])
 st.session_state.setdefault("_landing_page", page.url_path)  # the page a link opened (ui/translate.py)
 page.run()

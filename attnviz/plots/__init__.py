@@ -18,6 +18,8 @@ One module per job, each re-exported here as `plots.X`:
   (`qk_attribution_heatmap`; `qk_attribution_figure` from a `QKAttribution`);
 - `minimal_pairs`: `difference_heatmap` of a minimal pair;
 - `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
+- `atlas`: the Atlas page's head finder scatter (`head_scatter`) and one head's metrics among the model's
+  (`metric_strips`);
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
 
 Size rule (docs/app.md, "Facts checked on streamlit"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
@@ -29,6 +31,7 @@ subset of HTML in labels and hovers. The words a figure shows itself (axis and c
 come from a `PlotText`, English by default: the UI passes a translated one.
 """
 
+from attnviz.plots.atlas import head_scatter, metric_strips
 from attnviz.plots.colors import (
     COLORSCALES,
     DIFFERENCE_COLORS,
@@ -70,3 +73,4 @@ __all__ = [
     "qk_attribution_figure", "qk_attribution_heatmap",
 ]
 __all__ += ["qk_map_figure"]
+__all__ += ["head_scatter", "metric_strips"]

@@ -132,7 +132,7 @@ def test_only_ui_imports_streamlit_and_ui_imports_no_torch():
 
 # The pages of ui/: the modules app.py and app_pages/*.py run (each one `render`). Everything else in ui/ is a
 # section or widget that pages import; a page imports no other page, and no section imports a page.
-PAGES = {"ui/explore.py", "ui/head_finder.py", "ui/learn.py", "ui/translate.py", "ui/findings.py"}
+PAGES = {"ui/explore.py", "ui/head_finder.py", "ui/learn.py", "ui/translate.py", "ui/findings.py", "ui/atlas.py"}
 
 
 def module_name(relative: str) -> str:

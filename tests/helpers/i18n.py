@@ -34,7 +34,8 @@ ALLOWED_WORDS = {
     "attnviz", "MiniLM", "SmolLM", "SmolLM2", "BERT", "Llama", "Transformer", "softmax",
     "MHA", "MQA", "GQA", "KV", "BOS", "CLS", "SEP", "UNK", "NPZ", "JSON", "CSV", "JSONL", "WinoBias", "GGUF", "gguf",
     "README", "Hub", "ID", "GB", "MB", "nats",
-    "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu", "Gu", "Ferrando",  # authors cited
+    "Olsson", "Clark", "Xiao", "Vaswani", "Voita", "Wu", "Gu", "Ferrando", "Luger", "Kamath",  # authors cited
+    "HeadVis",  # issue 37's atlas: the tool whose metrics it computes
     "Yeh", "AttentionViz",  # issue 28's corpus map: its paper's author and tool
     "bert", "llama", "cpu", "cuda",  # the model's facts line: family and device
     "NoPE", "ALiBi", "MLP", "logit", "c2c", "c2p", "p2c", "yarn", "longrope", "llama3", "linear",  # attention kinds

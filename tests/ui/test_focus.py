@@ -14,7 +14,7 @@ from tests.helpers.pages import APP, TIMEOUT, assert_clean, open_view
 
 TEXT = "The keys to the cabinet"
 SECOND = "The key to the cabinet"
-PAGES = ("app_pages/2_Learn.py", "app_pages/1_Head_Finder.py", "app_pages/4_Findings.py",
+PAGES = ("app_pages/2_Learn.py", "app_pages/1_Head_Finder.py", "app_pages/4_Findings.py", "app_pages/5_Atlas.py",
          "app_pages/3_Translate.py")
 
 
