@@ -49,6 +49,14 @@ def add_parser(commands) -> None:
     build.add_argument("--ray-address", default=None, metavar="ADDR",
                        help="join the Ray cluster at ADDR (HOST:6379 from a node of it; default: a local Ray of "
                             "--workers CPUs)")
+    build.add_argument("--no-examples", action="store_true",
+                       help="do not sample each head's top examples (HeadVis's intervals; not on Ray workers)")
+    export = actions.add_parser("export", help="write an atlas as HeadVis's data tree")
+    export.add_argument("--atlas", required=True, help="the atlas folder")
+    export.add_argument("--headvis", required=True, help="the tree's folder (config.json, scatter_data.json, heads/)")
+    imported = actions.add_parser("import", help="read a HeadVis data tree into an atlas folder")
+    imported.add_argument("--headvis", required=True, help="the tree's folder")
+    imported.add_argument("--out", required=True, help="a new atlas folder")
     shown = actions.add_parser("metrics", help="print an atlas's metrics")
     shown.add_argument("--atlas", required=True, help="the atlas folder")
     shown.add_argument("--json", action="store_true", help="print {model, n_texts, metrics: {name: [layer][head]}, "
@@ -78,7 +86,16 @@ def corpus_texts(path: str | Path) -> Iterator[str]:
 def run(args) -> int:
     if args.atlas_command == "metrics":
         return _metrics(args)
-    from attnviz.readouts import atlas, atlas_relations
+    if args.atlas_command in ("export", "import"):
+        from attnviz.readouts import atlas_headvis
+
+        if args.atlas_command == "export":
+            print(f"wrote {atlas_headvis.export(args.atlas, args.headvis)}", file=sys.stderr)
+        else:
+            result = atlas_headvis.import_tree(args.headvis, args.out)
+            print(f"imported {result['model']} into {args.out}", file=sys.stderr)
+        return 0
+    from attnviz.readouts import atlas, atlas_examples, atlas_relations
 
     # the relation files read, and the texts file checked whole, before the model loads
     sources = atlas_relations.read_sources(args.conllu, args.winobias, args.probes)
@@ -99,7 +116,8 @@ def run(args) -> int:
         end = "\n" if done == total else ""
         print(f"\rtexts {done}/{total}", end=end, file=sys.stderr, flush=True)
 
-    result = atlas.build(model, _corpus(args, sources), args.out, seq_len=args.seq_len, progress=progress)
+    result = atlas.build(model, _corpus(args, sources), args.out, seq_len=args.seq_len, progress=progress,
+                         examples=not args.no_examples, warmup=atlas_examples.warmup_size(total))
     print(f"load {loaded - start:.1f} s, texts {time.perf_counter() - loaded:.1f} s; "
           f"{result['n_texts']} texts ({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}",
           file=sys.stderr)

@@ -35,7 +35,7 @@ import numpy as np
 
 import attnviz
 from attnviz.models.loaded_model import LoadedModel
-from attnviz.readouts import atlas_relations
+from attnviz.readouts import atlas_examples, atlas_relations
 from attnviz.readouts.atlas_metrics import COUNTS, INDUCTION_THRESHOLD, METRICS, SUMS, HeadSums, sequence_sums
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS progress (texts_done BIGINT, "
     + ", ".join(f"{name} BIGINT" for name in COUNTS) + ", texts_chain VARCHAR, updated VARCHAR)",
 ]
+SCHEMA = tuple(_SCHEMA)  # the tables, for an atlas written elsewhere (atlas_headvis.import_tree)
 
 
 def _now() -> str:
@@ -76,7 +77,7 @@ def atlas_path(out_dir: str | Path) -> Path:
 
 def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len: int = SEQ_LEN,
           progress: Callable[[int, int | None], None] | None = None, commit_every: int = COMMIT_EVERY,
-          threshold: float = INDUCTION_THRESHOLD) -> dict:
+          threshold: float = INDUCTION_THRESHOLD, examples: bool = False, warmup: int | None = None) -> dict:
     """Build (or resume) the atlas of `model` over `texts` (an iterable read once, one text at a time) in
     `out_dir`; `progress(done, total)` after each text taken (`total` None when `texts` has no length; it may
     raise to stop the build, which keeps what is done). Returns `metrics(out_dir)`.
@@ -84,11 +85,16 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
     `model` is a LoadedModel, measured here (`measure_texts`), or an object with `info` (a ModelInfo) and
     `measure(texts, seq_len, threshold)` yielding each text with its HeadSums in text order, computed elsewhere
     and possibly ahead (attnviz.readouts.atlas_ray's Ray workers); the sums are added, saved and resumed here
-    alike."""
+    alike.
+
+    `examples` (a LoadedModel only): also sample each head's top examples (attnviz.readouts.atlas_examples), the
+    first `warmup` sequences (default `atlas_examples.warmup_size` of the texts' count) fixing the intervals;
+    stored in the same transactions, resumed with the sums (a resumed build's sample is the uninterrupted one's).
+    A build without them leaves what is stored of them as it is."""
     import duckdb
 
     if isinstance(model, LoadedModel):
-        measure = partial(measure_texts, model)
+        measure = partial(measure_texts, model, examples=examples)
     elif callable(getattr(model, "measure", None)):
         measure = model.measure
     else:
@@ -107,12 +113,20 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
         settings = {"model": info.name, "n_layers": info.n_layers, "n_heads": info.n_heads, "seq_len": seq_len,
                     "induction_threshold": float(threshold)}
         sums, done, chain = _resume(con, settings, model)
+        sampler = None
+        if examples and isinstance(model, LoadedModel):
+            for statement in atlas_examples.Samplers.SCHEMA:
+                con.execute(statement)
+            sampler = atlas_examples.Samplers.load(
+                con, info.n_layers, info.n_heads, atlas_examples.warmup_size(total) if warmup is None else warmup)
         saved = done
         stored_chain = chain if done else None
         chain = ""
 
         def save(finished: bool = False) -> None:
-            _save(con, sums, done, chain, finished)
+            if finished and sampler is not None and sampler.boundaries is None:
+                sampler.set_boundaries()  # a corpus shorter than the warmup
+            _save(con, sums, done, chain, finished, sampler)
 
         start, seen = saved, 0
 
@@ -132,8 +146,10 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
                 yield text
 
         try:
-            for text, part in measure(fresh(), seq_len, threshold):
+            for text, part, *found in measure(fresh(), seq_len, threshold):
                 sums = sums + part
+                if sampler is not None and found[0] is not None:
+                    sampler.add(done, found[0])  # the sequence id: the text's 0-based index in the corpus
                 chain, done = _chain(chain, text), done + 1
                 if done % commit_every == 0:
                     save()
@@ -157,13 +173,22 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
 
 
 def measure_texts(model: LoadedModel, texts: Iterable[str], seq_len: int = SEQ_LEN,
-                  threshold: float = INDUCTION_THRESHOLD) -> Iterator[tuple[str, HeadSums]]:
+                  threshold: float = INDUCTION_THRESHOLD, examples: bool = False) -> Iterator[tuple]:
     """Each text with its HeadSums, in order, one at a time: tokenized as `LoadedModel.encode` does by default and
     cut at `seq_len` tokens (at most the model's own context), one forward pass each. The one-process build's
-    measure, and each Ray worker's (attnviz.readouts.atlas_ray)."""
+    measure, and each Ray worker's (attnviz.readouts.atlas_ray). With `examples`, each comes with its
+    atlas_examples.SequenceExamples (tokens decoded one by one, as HeadVis's pipeline shows them), None for a text
+    of one token, from the same pass."""
     cut = min(seq_len, model.context_tokens)
     for text in texts:
-        yield text, sequence_sums(model.module, model.encode(text, max_tokens=cut).ids, model.info.device, threshold)
+        ids = model.encode(text, max_tokens=cut).ids
+        if not examples:
+            yield text, sequence_sums(model.module, ids, model.info.device, threshold)
+            continue
+        sums, found = atlas_examples.sequence_measures(model.module, ids, model.info.device, threshold)
+        if found is not None:
+            found.tokens = model.tokenizer.decode_batch([[int(i)] for i in ids], skip_special_tokens=False)
+        yield text, sums, found
 
 
 def _resume(con, settings: dict, model: LoadedModel) -> tuple[HeadSums, int, str]:
@@ -196,8 +221,8 @@ def _resume(con, settings: dict, model: LoadedModel) -> tuple[HeadSums, int, str
     return sums, int(done), chain
 
 
-def _save(con, sums: HeadSums, done: int, chain: str, finished: bool) -> None:
-    """The sums, metrics, counts and the build row, in one transaction."""
+def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=None) -> None:
+    """The sums, metrics, counts and the build row (and the examples' samplers), in one transaction."""
     n_layers, n_heads = sums.shape
     layer, head = (a.ravel() for a in np.indices((n_layers, n_heads)))
     grids = sums.metrics()
@@ -216,6 +241,8 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool) -> None:
                     [done, *(getattr(sums, name) for name in COUNTS), chain, now])
         con.execute("UPDATE build SET n_texts = ?, n_sequences = ?, skipped = ?, updated = ?, finished = ?",
                     [done, sums.sequences, sums.skipped, now, now if finished else None])
+        if sampler is not None:
+            sampler.save(con)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

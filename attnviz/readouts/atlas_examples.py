@@ -1,0 +1,328 @@
+"""Top examples of every head, as HeadVis samples them (Luger, Kamath et al., "Visualizing Attention Heads",
+Anthropic 2026; its public pipeline, neuronpedia's `headvis/compute-head-metrics.py`, read for its data tree and
+its sampling rule; none of its code is here).
+
+Per sequence, one streaming pass (`AtlasExamples`, a Reduction of attnviz.transformer.reducer, alongside
+`AtlasSums`) gives per head:
+
+- `max`: the sequence's largest weight p[i, j] with i >= 1 and j >= 1 (position 0, BOS where there is one, left
+  out as query and as key; 0 where nothing is left), a running max over the blocks;
+- the sparse rows: for each query row the TOP_K largest weights (fewer where the row has fewer keys: a sequence
+  shorter than TOP_K works) that are >= SPARSE_THRESHOLD, as COO (flat index i * T + j, value rounded to 4
+  decimals), sorted by (i, j). A block holds some rows over some columns (a row's columns may be split over
+  several blocks, and a column no block holds has weight 0), so each block's top-k is merged with the row's so far;
+- `qk_mass`: the attention mass per |i - j| bin of QK_DISTANCE_EDGES, over the whole sequence.
+
+Over the corpus, `Samplers` keeps per head HeadVis's sample: the first `warmup` sequences only fix the interval
+boundaries (quantiles of their max), then each sequence goes to the interval its max falls in; the top interval
+keeps the TOP_SAMPLES sequences of largest max (ties: the earlier sequence), each lower one a reservoir of
+SAMPLES_PER_INTERVAL (Algorithm R). Every sequence also counts in a 50-bin histogram of its max and in the mean
+max. Top-interval heaps merge exactly; reservoirs do not (two reservoirs give a uniform sample of the union only
+in distribution). A reservoir's draw for its n-th sequence is a hash of (seed, layer, head, interval, n), not a
+generator's running state, so a build stopped and resumed keeps exactly the uninterrupted build's sample.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums
+from attnviz.transformer.reducer import CHUNK_ROWS, Block, Reducer
+
+TOP_K = 8  # HeadVis's --sparse-topk-per-row
+SPARSE_THRESHOLD = 0.005  # HeadVis's --sparse-threshold
+N_INTERVALS = 5
+SAMPLES_PER_INTERVAL = 3
+TOP_SAMPLES = 10
+SEED = 0
+MAX_BINS = 50  # the histogram of a head's max, over [0, 1]
+QK_DISTANCE_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+WARMUP_MOST = 2000
+
+
+def warmup_size(n_texts: int | None) -> int:
+    """Sequences that fix the boundaries: HeadVis's max(50, n / 10) capped at 2,000 from 500 texts up; below
+    that n / 10 (at least 1) instead of 50, so that a small corpus keeps examples (HeadVis samples none of its
+    warmup). 50 when the count is not known."""
+    if n_texts is None:
+        return 50
+    return max(1, min(WARMUP_MOST, n_texts // 10))
+
+
+@dataclass
+class SequenceExamples:
+    """One sequence's per-head findings: `max` float32 [L, H], `coo[l][h]` (flat indices int64, values float64
+    rounded to 4 decimals), `qk_mass` float64 [L, H, bins], its length and its tokens' texts."""
+
+    max: np.ndarray
+    coo: list[list[tuple[np.ndarray, np.ndarray]]]
+    qk_mass: np.ndarray
+    seq_len: int
+    tokens: list[str] = field(default_factory=list)
+
+
+class AtlasExamples:
+    """A Reduction of one sequence of `n_tokens` positions: per layer each head's running max (position 0 left
+    out), each row's top-k weights and the mass per distance bin; `result()` a SequenceExamples (no tokens)."""
+
+    def __init__(self, n_tokens: int, top_k: int = TOP_K, threshold: float = SPARSE_THRESHOLD) -> None:
+        self.n, self.k, self.threshold = n_tokens, min(top_k, n_tokens), threshold
+        self.layers: dict[int, list[torch.Tensor]] = {}
+
+    def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
+        if n_rows != self.n:
+            raise ValueError(f"AtlasExamples has {self.n} positions, the pass {n_rows}")
+        self.layers[layer] = [
+            torch.zeros(n_heads, device=device),  # max
+            torch.zeros(n_heads, n_rows, self.k, device=device),  # top values (0: none yet)
+            torch.zeros(n_heads, n_rows, self.k, dtype=torch.int64, device=device),  # their columns
+            torch.zeros(n_heads, len(QK_DISTANCE_EDGES), dtype=torch.float64, device=device),  # last: d >= 4096
+        ]
+
+    def add(self, layer: int, block: Block) -> None:
+        p, r0, c0 = block.probs, block.r0, block.c0
+        top, values, columns, mass = self.layers[layer]
+        _, r, c = p.shape
+        inner = p[:, max(0, 1 - r0):, max(0, 1 - c0):]  # rows and columns >= 1
+        if inner.numel():
+            torch.maximum(top, inner.amax((-2, -1)), out=top)
+        kc = min(self.k, c)
+        v, j = p.topk(kc, dim=-1)  # H, R, kc
+        both_v = torch.cat((values[:, r0 : r0 + r], v), -1)
+        both_j = torch.cat((columns[:, r0 : r0 + r], j + c0), -1)
+        v, at = both_v.topk(self.k, dim=-1)
+        values[:, r0 : r0 + r] = v
+        columns[:, r0 : r0 + r] = both_j.gather(-1, at)
+        rows = torch.arange(r0, r0 + r, device=p.device)
+        cols = torch.arange(c0, c0 + c, device=p.device)
+        edges = torch.tensor(QK_DISTANCE_EDGES, device=p.device)
+        bins = torch.bucketize((rows[:, None] - cols[None, :]).abs(), edges, right=True) - 1  # R, C
+        mass.index_add_(1, bins.reshape(-1), p.reshape(p.shape[0], -1).double())
+
+    def result(self) -> SequenceExamples:
+        n = self.n
+        maxes, coo, masses = [], [], []
+        for layer in sorted(self.layers):
+            top, values, columns, mass = (t.cpu() for t in self.layers[layer])
+            maxes.append(top.numpy())
+            masses.append(mass[:, :-1].numpy())
+            heads = []
+            for v, j in zip(values.numpy(), columns.numpy()):
+                q = np.broadcast_to(np.arange(n)[:, None], v.shape)
+                kept = v >= self.threshold
+                q, j, v = q[kept], j[kept].astype(np.int64), v[kept].astype(np.float64)
+                order = np.lexsort((j, q))
+                heads.append(((q * n + j)[order], np.round(v[order], 4)))
+            coo.append(heads)
+        return SequenceExamples(np.stack(maxes), coo, np.stack(masses), n)
+
+
+@torch.inference_mode()
+def sequence_measures(module, ids, device="cpu", threshold: float = INDUCTION_THRESHOLD,
+                      chunk_rows: int = CHUNK_ROWS) -> tuple[HeadSums, SequenceExamples | None]:
+    """One forward pass of `module` on `ids`: its HeadSums (atlas_metrics.sequence_sums') and its examples; a
+    sequence of one token runs no pass (skipped, no examples)."""
+    c = module.config
+    if len(ids) < 2:
+        skipped = HeadSums.zeros(c.n_layers, c.n_heads)
+        skipped.skipped = 1
+        return skipped, None
+    sums, examples = AtlasSums(ids, threshold), AtlasExamples(len(ids))
+    reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows)
+    tensor = torch.tensor([list(ids)], dtype=torch.long, device=device)
+    module(tensor, torch.ones_like(tensor), torch.zeros_like(tensor), with_logits=False, record=reducer)
+    return sums.result(), examples.result()
+
+
+@dataclass
+class Example:
+    """One kept sequence of one head."""
+
+    sequence_id: int
+    max: float
+    indices: np.ndarray
+    values: np.ndarray
+    seq_len: int
+
+
+def _draw(seed: int, layer: int, head: int, interval: int, n: int) -> int:
+    """Algorithm R's draw for the n-th sequence of a reservoir: uniform in [0, n), from a hash (module docstring)."""
+    digest = hashlib.blake2b(f"{seed}:{layer}:{head}:{interval}:{n}".encode("ascii"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % n
+
+
+class Samplers:
+    """Every head's HeadVis sample (module docstring) over the sequences `add`ed, and its histograms."""
+
+    def __init__(self, n_layers: int, n_heads: int, warmup: int, seed: int = SEED, n_intervals: int = N_INTERVALS,
+                 per_interval: int = SAMPLES_PER_INTERVAL, per_top: int = TOP_SAMPLES) -> None:
+        self.shape, self.warmup, self.seed = (n_layers, n_heads), warmup, seed
+        self.n_intervals, self.per_interval, self.per_top = n_intervals, per_interval, per_top
+        self.warmup_maxes: list[np.ndarray] = []  # [L, H] each, until the boundaries are set
+        self.boundaries: np.ndarray | None = None  # L, H, n_intervals - 1
+        self.kept: dict[tuple[int, int, int], list[Example]] = {}  # (layer, head, interval 1..): examples
+        self.n_seen = np.zeros((n_layers, n_heads, n_intervals), np.int64)
+        self.max_counts = np.zeros((n_layers, n_heads, MAX_BINS), np.int64)
+        self.max_sum = np.zeros((n_layers, n_heads))
+        self.n_max = 0
+        self.qk_mass = np.zeros((n_layers, n_heads, len(QK_DISTANCE_EDGES) - 1))
+        self.tokens: dict[int, list[str]] = {}
+
+    def capacity(self, interval: int) -> int:
+        return max(self.per_interval, self.per_top) if self.n_intervals == 1 else (
+            self.per_top if interval == self.n_intervals else self.per_interval)
+
+    def add(self, sequence_id: int, found: SequenceExamples) -> None:
+        maxes = found.max.astype(np.float64)
+        bins = np.clip((found.max * MAX_BINS).astype(np.int64), 0, MAX_BINS - 1)
+        np.put_along_axis(self.max_counts, bins[..., None],
+                          np.take_along_axis(self.max_counts, bins[..., None], -1) + 1, -1)
+        self.max_sum += maxes
+        self.n_max += 1
+        self.qk_mass += found.qk_mass
+        if self.boundaries is None:
+            self.warmup_maxes.append(found.max.copy())
+            if len(self.warmup_maxes) >= self.warmup:
+                self.set_boundaries()
+            return
+        self.tokens[sequence_id] = found.tokens
+        n_layers, n_heads = self.shape
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                value = float(found.max[layer, head])
+                interval = 1 if self.n_intervals == 1 else min(
+                    bisect.bisect_right(list(self.boundaries[layer, head]), value), self.n_intervals - 1) + 1
+                indices, values = found.coo[layer][head]
+                self._keep(layer, head, interval, Example(sequence_id, value, indices, values, found.seq_len))
+
+    def set_boundaries(self) -> None:
+        """Each head's interval boundaries: the (i / n_intervals) quantiles of the warmup's max, i = 1 ..
+        n_intervals - 1 (the sorted value at round(i n / n_intervals)), 0 where there was no warmup."""
+        n_layers, n_heads = self.shape
+        if not self.warmup_maxes:
+            self.boundaries = np.zeros((n_layers, n_heads, self.n_intervals - 1))
+        else:
+            ordered = np.sort(np.stack(self.warmup_maxes), axis=0)  # N, L, H
+            n = len(ordered)
+            at = [min(int(round(i * n / self.n_intervals)), n - 1) for i in range(1, self.n_intervals)]
+            self.boundaries = np.moveaxis(ordered[at].astype(np.float64), 0, -1).reshape(
+                n_layers, n_heads, self.n_intervals - 1)
+        self.warmup_maxes = []
+
+    def _keep(self, layer: int, head: int, interval: int, example: Example) -> None:
+        slot = self.kept.setdefault((layer, head, interval), [])
+        self.n_seen[layer, head, interval - 1] += 1
+        n, cap = int(self.n_seen[layer, head, interval - 1]), self.capacity(interval)
+        if interval == self.n_intervals or self.n_intervals == 1:  # the top: the largest max, earlier on ties
+            slot.append(example)
+            slot.sort(key=lambda e: (-e.max, e.sequence_id))
+            del slot[cap:]
+        elif len(slot) < cap:
+            slot.append(example)
+        else:
+            draw = _draw(self.seed, layer, head, interval, n)
+            if draw < cap:
+                slot[draw] = example
+
+    def merge_top(self, other: Samplers) -> None:
+        """Add another shard's top intervals to these (exact: the union's largest); reservoirs are not merged."""
+        for (layer, head, interval), examples in other.kept.items():
+            if interval == self.n_intervals:
+                for example in examples:
+                    self._keep(layer, head, interval, example)
+                    self.tokens[example.sequence_id] = other.tokens[example.sequence_id]
+
+    def examples(self, layer: int, head: int) -> list[tuple[int, Example]]:
+        """(interval, example) of one head, interval 1 (lowest) first; the top interval by max, descending."""
+        return [(interval, e) for interval in range(1, self.n_intervals + 1)
+                for e in self.kept.get((layer, head, interval), [])]
+
+    # Storage in the atlas's DuckDB (attnviz.readouts.atlas calls these inside its transactions).
+
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS examples (layer INTEGER, head INTEGER, interval INTEGER, sequence_id BIGINT, "
+        "max DOUBLE, attention_indices BIGINT[], attention_values DOUBLE[], seq_len INTEGER, position INTEGER)",
+        "CREATE TABLE IF NOT EXISTS sequences (id BIGINT, tokens VARCHAR[])",
+        "CREATE TABLE IF NOT EXISTS max_histogram (layer INTEGER, head INTEGER, bin_edges DOUBLE[], "
+        "bin_values BIGINT[], max_sum DOUBLE, n_sequences BIGINT)",
+        "CREATE TABLE IF NOT EXISTS qk_distance_mass (layer INTEGER, head INTEGER, bin_edges DOUBLE[], "
+        "bin_values DOUBLE[])",
+        "CREATE TABLE IF NOT EXISTS example_state (layer INTEGER, head INTEGER, boundaries DOUBLE[], "
+        "n_seen BIGINT[], warmup_maxes DOUBLE[])",
+        "CREATE TABLE IF NOT EXISTS example_settings (warmup INTEGER, seed BIGINT, n_intervals INTEGER, "
+        "per_interval INTEGER, per_top INTEGER, top_k INTEGER, threshold DOUBLE)",
+    )
+
+    def save(self, con) -> None:
+        for table in ("examples", "sequences", "max_histogram", "qk_distance_mass", "example_state",
+                      "example_settings"):
+            con.execute(f"DELETE FROM {table}")
+        con.execute("INSERT INTO example_settings VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [self.warmup, self.seed, self.n_intervals, self.per_interval, self.per_top, TOP_K,
+                     SPARSE_THRESHOLD])
+        rows, used = [], set()
+        for (layer, head, interval), examples in sorted(self.kept.items()):
+            for position, e in enumerate(examples):  # a reservoir's order is its state
+                used.add(e.sequence_id)
+                rows.append([layer, head, interval, e.sequence_id, e.max, e.indices.tolist(), e.values.tolist(),
+                             e.seq_len, position])
+        if rows:
+            con.executemany("INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if used:
+            con.executemany("INSERT INTO sequences VALUES (?, ?)", [[i, self.tokens[i]] for i in sorted(used)])
+        max_edges = np.round(np.linspace(0.0, 1.0, MAX_BINS + 1), 4).tolist()
+        warm = np.stack(self.warmup_maxes) if self.warmup_maxes else np.zeros((0, *self.shape))
+        heads, mass, state = [], [], []
+        for layer in range(self.shape[0]):
+            for head in range(self.shape[1]):
+                heads.append([layer, head, max_edges, self.max_counts[layer, head].tolist(),
+                              float(self.max_sum[layer, head]), self.n_max])
+                mass.append([layer, head, list(map(float, QK_DISTANCE_EDGES)), self.qk_mass[layer, head].tolist()])
+                bounds = None if self.boundaries is None else self.boundaries[layer, head].tolist()
+                state.append([layer, head, bounds, self.n_seen[layer, head].tolist(),
+                              warm[:, layer, head].astype(np.float64).tolist()])
+        con.executemany("INSERT INTO max_histogram VALUES (?, ?, ?, ?, ?, ?)", heads)
+        con.executemany("INSERT INTO qk_distance_mass VALUES (?, ?, ?, ?)", mass)
+        con.executemany("INSERT INTO example_state VALUES (?, ?, ?, ?, ?)", state)
+
+    @classmethod
+    def load(cls, con, n_layers: int, n_heads: int, warmup: int) -> Samplers:
+        """The samplers stored in an atlas (a fresh one where none is: `warmup` then)."""
+        settings = con.execute("SELECT warmup, seed, n_intervals, per_interval, per_top FROM example_settings"
+                               ).fetchall()
+        if not settings:
+            return cls(n_layers, n_heads, warmup)
+        self = cls(n_layers, n_heads, *settings[0][:2], *settings[0][2:])
+        tokens = dict(con.execute("SELECT id, tokens FROM sequences").fetchall())
+        for layer, head, interval, sid, value, indices, values, seq_len in con.execute(
+                "SELECT layer, head, interval, sequence_id, max, attention_indices, attention_values, seq_len "
+                "FROM examples ORDER BY layer, head, interval, position").fetchall():
+            self.kept.setdefault((layer, head, interval), []).append(
+                Example(int(sid), float(value), np.asarray(indices, np.int64), np.asarray(values, np.float64),
+                        int(seq_len)))
+            self.tokens[int(sid)] = list(tokens[sid])
+        warm = None
+        for layer, head, counts, max_sum, n_max in con.execute(
+                "SELECT layer, head, bin_values, max_sum, n_sequences FROM max_histogram").fetchall():
+            self.max_counts[layer, head] = counts
+            self.max_sum[layer, head], self.n_max = max_sum, int(n_max)
+        for layer, head, values in con.execute("SELECT layer, head, bin_values FROM qk_distance_mass").fetchall():
+            self.qk_mass[layer, head] = values
+        for layer, head, bounds, seen, maxes in con.execute(
+                "SELECT layer, head, boundaries, n_seen, warmup_maxes FROM example_state").fetchall():
+            if bounds is not None:
+                if self.boundaries is None:
+                    self.boundaries = np.zeros((n_layers, n_heads, self.n_intervals - 1))
+                self.boundaries[layer, head] = bounds
+            self.n_seen[layer, head] = seen
+            if warm is None:
+                warm = np.zeros((len(maxes), n_layers, n_heads), np.float32)
+            warm[:, layer, head] = maxes
+        if self.boundaries is None and warm is not None:
+            self.warmup_maxes = list(warm)
+        return self

@@ -1,0 +1,118 @@
+"""`atlas build` against HeadVis's own pipeline (issue 37, "Speed"): the same texts, the same model (SmolLM2), one
+thread each, whole processes side by side, CPU seconds and peak memory (the children's ru_maxrss).
+
+HeadVis's pipeline is neuronpedia's `utils/neuronpedia-utils/neuronpedia_utils/headvis/compute-head-metrics.py`;
+it is not part of this project: fetch that one file from the public repository and give its path. It loads a model
+by name with transformers and its texts with `datasets.load_dataset`; here it gets SmolLM2 as a folder saved by
+transformers from the offline GGUF (float32, eager attention, as its `--dtype float32 --device cpu`) and a stand-in
+`datasets` module that hands it the lines of our text file. Ours runs `python -m attnviz atlas build` on the same file.
+
+    .venv/bin/python benchmarks/bench_atlas_headvis.py --headvis-script /path/to/compute-head-metrics.py \
+        --texts 64 --seq-len 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+MEASURED = r"""
+import resource, subprocess, sys, time
+start = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("MEASURED", usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, time.monotonic() - start,
+      done.returncode)
+if done.returncode:
+    sys.stderr.write(done.stderr[-3000:])
+"""
+DATASETS_STANDIN = '''"""A stand-in for Hugging Face's `datasets`: load_dataset hands out one local text file's rows."""
+import os
+
+
+def load_dataset(path=None, name=None, split=None, streaming=None, trust_remote_code=None, **_):
+    with open(os.environ["ATLAS_BENCH_TEXTS"], encoding="utf-8") as lines:
+        return [{"text": line.rstrip("\\n")} for line in lines if line.strip()]
+'''
+WORDS = ("the keys to the old cabinet are on a small table near my door while the cat who saw a dog runs by the "
+         "river and the doctor said that she would come back to the hospital tomorrow").split()
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 140))) for _ in range(n)]
+
+
+def hf_folder(out: Path) -> Path:
+    """SmolLM2 as a transformers folder (safetensors, float32), made from the offline GGUF as the tests load it."""
+    import torch
+    import transformers as tf
+
+    import attnviz
+
+    path = Path(attnviz.load(SMOLLM).info.path)
+    model = tf.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    tokenizer = tf.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def measure(command: list[str], env: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", MEASURED, *command], capture_output=True, text=True, env=env)
+    line = next(row for row in done.stdout.splitlines() if row.startswith("MEASURED"))
+    cpu, peak, wall, code = line.split()[1:]
+    if int(code):
+        raise SystemExit(f"{command[:3]} failed:\n{done.stderr}")
+    return {"cpu_s": float(cpu), "peak_gb": int(peak) / 1e9, "wall_s": float(wall)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headvis-script", required=True, help="compute-head-metrics.py from neuronpedia")
+    parser.add_argument("--texts", type=int, default=64)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        corpus = scratch / "texts.txt"
+        corpus.write_text("\n".join(texts(args.texts)) + "\n", encoding="utf-8")
+        folder = hf_folder(scratch / "smollm2-hf")
+        standin = scratch / "standin"
+        standin.mkdir()
+        (standin / "datasets.py").write_text(DATASETS_STANDIN)
+        model_map = scratch / "np_model_to_hf.json"
+        model_map.write_text(json.dumps({"smollm2-135m": str(folder)}))
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ATLAS_BENCH_TEXTS=str(corpus),
+                   HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        theirs = [sys.executable, args.headvis_script, "--model-name", str(folder), "--dataset-name", "local",
+                  "--n-sequences", str(args.texts), "--seq-len", str(args.seq_len), "--batch-size", "4",
+                  "--device", "cpu", "--dtype", "float32", "--np-model-map", str(model_map),
+                  "--exports-dir", str(scratch / "headvis"), "--hf-cache-dir", str(scratch / "hf-cache")]
+        ours = [sys.executable, "-m", "attnviz", "atlas", "build", "--model", SMOLLM, "--texts", str(corpus),
+                "--seq-len", str(args.seq_len)]
+        their_env = dict(env, PYTHONPATH=str(standin))
+        print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, one thread each")
+        print(f"{'round':5} {'run':22} {'CPU s':>8} {'wall s':>8} {'peak GB':>8}")
+        for round_ in range(args.rounds):
+            for label, command, run_env in (("HeadVis's pipeline", theirs, their_env),
+                                            ("attnviz atlas build", ours + ["--out", str(scratch / f"ours{round_}")],
+                                             env)):
+                found = measure(command, run_env)
+                print(f"{round_ + 1:5} {label:22} {found['cpu_s']:8.1f} {found['wall_s']:8.1f} "
+                      f"{found['peak_gb']:8.2f}", flush=True)
+        scatter = next((scratch / "headvis").rglob("scatter_data.json"), None)
+        if scatter is not None:
+            print(f"(HeadVis's tree: {scatter.relative_to(scratch)})")
+
+
+if __name__ == "__main__":
+    main()
