@@ -40,6 +40,10 @@ def add_parser(commands) -> None:
     build.add_argument("--winobias", help="WinoBias-format lines: coreference (as probe --winobias)")
     build.add_argument("--probes", help="probe JSONL or builtin[:en|:zh] (as probe --probes)")
     build.add_argument("--sink-aware", action="store_true", help="the relations' sink-aware rule (as probe)")
+    build.add_argument("--pairs", choices=("builtin",), default=None,
+                       help="each head's causal weight: its mean activation-patching effect over the built-in "
+                            "agreement and coreference minimal pairs (decoders with an LM head; others are "
+                            "skipped with the reason)")
     build.add_argument("--out", required=True, help="the atlas folder (DIR/atlas.duckdb); run again to resume")
     build.add_argument("--seq-len", type=_seq_len, default=SEQ_LEN,
                        help="cut each text at this many tokens (default 512, as HeadVis)")
@@ -106,7 +110,8 @@ def run(args) -> int:
         raise ValueError(f"{args.texts} has no texts" if args.texts is not None else "the relation files have no items")
     if args.workers > 1 or args.ray_address:
         code = _build_on_ray(args, total)
-        return _relations(args, sources) if sources else code
+        code = _relations(args, sources) if sources else code
+        return _causal(args) if getattr(args, "pairs", None) else code
     start = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)
@@ -121,7 +126,30 @@ def run(args) -> int:
     print(f"load {loaded - start:.1f} s, texts {time.perf_counter() - loaded:.1f} s; "
           f"{result['n_texts']} texts ({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}",
           file=sys.stderr)
-    return _relations(args, sources, model) if sources else 0
+    code = _relations(args, sources, model) if sources else 0
+    return _causal(args, model) if getattr(args, "pairs", None) else code
+
+
+def _causal(args, model=None) -> int:
+    """Each head's causal weight over the minimal pairs (attnviz.interventions.atlas_patching), each relation
+    once: one stored for the same pairs and model is kept."""
+    from attnviz.interventions import atlas_patching
+    from attnviz.readouts import atlas
+
+    if model is None:
+        print(f"loading {args.model} for the causal weight ...", file=sys.stderr)
+        model = attnviz.load(args.model)
+    start = time.perf_counter()
+
+    def progress(relation: str, done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\rcausal weight ({relation}): pairs {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    done = atlas_patching.build_causal(model, atlas.atlas_path(args.out), args.pairs, progress=progress)
+    why = atlas_patching.unusable(model)
+    print(f"causal weight {time.perf_counter() - start:.1f} s; computed: {', '.join(done) or 'none'}"
+          + (f" (skipped: {why})" if why else ""), file=sys.stderr)
+    return 0
 
 
 def _corpus(args, sources=None):
@@ -211,6 +239,9 @@ def _metrics(args) -> int:
                 print(f"{label:26s} -: {row['reason']}")
                 continue
             best, base = row["best"], row["baseline"]
+            weight = row.get("causal")
+            causal = f"; causal weight {weight['effect']:.4f}" if weight and weight.get("effect") is not None else ""
             print(f"{label:26s} {row['relation']} {row['direction']}: L{best['layer']}H{best['head']} "
-                  f"{best['accuracy']:.4f} (n {row['n_scorable']}; best offset {base['best_offset_accuracy']})")
+                  f"{best['accuracy']:.4f} (n {row['n_scorable']}; best offset {base['best_offset_accuracy']}"
+                  f"{causal})")
     return 0

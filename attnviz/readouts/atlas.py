@@ -12,6 +12,8 @@ the build's. Tables:
   of 2 tokens or more: the ones pooled), `skipped`, provenance (`attnviz_version`, `torch_version`, `device`,
   `dtype`, `started`, `updated`, `finished`: ISO times in UTC, `finished` NULL until the last text is in);
 - `heads`: `layer`, `head` and the six metrics (NULL where a metric has no count, e.g. no repeated token);
+- `sink_share`: `layer`, `head`, the sink share and its sum (attnviz.readouts.atlas_causal: the mean attention on
+  the first token, readouts.sinks.first_token_means' rule, from the same pass);
 - `sums`: `layer`, `head` and the float64 sums the metrics are ratios of (atlas_metrics.SUMS);
 - `progress` (one row): `texts_done`, the counts (atlas_metrics.COUNTS), `texts_chain` (a SHA-256 chain over the
   texts taken, so a resumed build refuses a different corpus) and `updated`.
@@ -35,7 +37,7 @@ import numpy as np
 
 import attnviz
 from attnviz.models.loaded_model import LoadedModel
-from attnviz.readouts import atlas_examples, atlas_relations
+from attnviz.readouts import atlas_causal, atlas_examples, atlas_relations
 from attnviz.readouts.atlas_metrics import COUNTS, INDUCTION_THRESHOLD, METRICS, SUMS, HeadSums, sequence_sums
 
 logger = logging.getLogger(__name__)
@@ -110,9 +112,14 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
     try:
         for statement in _SCHEMA:
             con.execute(statement)
+        had_sink = "sink_share" in {row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        con.execute(atlas_causal.SINK_SCHEMA)
         settings = {"model": info.name, "n_layers": info.n_layers, "n_heads": info.n_heads, "seq_len": seq_len,
                     "induction_threshold": float(threshold)}
         sums, done, chain = _resume(con, settings, model)
+        if had_sink or done:
+            atlas_causal.load_sink(con, sums, done)  # the sink share's sums (NaN: an atlas from before them)
         sampler = None
         if examples and isinstance(model, LoadedModel):
             for statement in atlas_examples.Samplers.SCHEMA:
@@ -241,6 +248,7 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=No
                     [done, *(getattr(sums, name) for name in COUNTS), chain, now])
         con.execute("UPDATE build SET n_texts = ?, n_sequences = ?, skipped = ?, updated = ?, finished = ?",
                     [done, sums.sequences, sums.skipped, now, now if finished else None])
+        atlas_causal.save_sink(con, sums)
         if sampler is not None:
             sampler.save(con)
         con.execute("COMMIT")
@@ -254,8 +262,10 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=No
 
 def metrics(out_dir: str | Path) -> dict:
     """{"model", "n_texts", "n_sequences", "skipped", "seq_len", "complete", "metrics": {name: [layer][head]},
-    "relations", "relation_sources", "relation_examples"} of the atlas in `out_dir` (a metric with no count is None,
-    as in HeadVis's scatter data; "relations" is `probe --json`'s, attnviz.readouts.atlas_relations.stored)."""
+    "relations", "relation_sources", "relation_examples", "sink_share": [layer][head], "causal": {relation: {"grid",
+    "n_pairs", "skipped", ...}}} of the atlas in `out_dir` (a metric with no count is None, as in HeadVis's scatter
+    data; "relations" is `probe --json`'s, attnviz.readouts.atlas_relations.stored; "sink_share" and "causal" are
+    attnviz.readouts.atlas_causal's)."""
     import duckdb
 
     path = atlas_path(out_dir)
@@ -270,6 +280,8 @@ def metrics(out_dir: str | Path) -> dict:
         model, n_texts, n_sequences, skipped, seq_len, finished, n_layers, n_heads = row[0]
         table = con.execute(f"SELECT layer, head, {', '.join(METRICS)} FROM heads").fetchnumpy()
         relations = atlas_relations.stored(con)  # {"relations", "relation_sources", "relation_examples"}
+        sink_share = atlas_causal.sink_grid(con, n_layers, n_heads)
+        causal = atlas_causal.stored_causal(con)
     finally:
         con.close()
     grids = {}
@@ -280,4 +292,5 @@ def metrics(out_dir: str | Path) -> dict:
             grid[int(layer)][int(head)] = None if np.isnan(value) else float(value)
         grids[name] = grid
     return {"model": model, "n_texts": int(n_texts), "n_sequences": int(n_sequences), "skipped": int(skipped),
-            "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids, **relations}
+            "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids, **relations,
+            "sink_share": sink_share, "causal": causal}

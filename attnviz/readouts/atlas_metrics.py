@@ -57,6 +57,14 @@ class HeadSums:
     induction_positions: int = 0
     sequences: int = 0
     skipped: int = 0
+    # The sink share's sum (attnviz.readouts.atlas_causal): per sequence, the mean over its query rows after the
+    # first of the weight on position 0 (readouts.sinks.first_token_means' rule), summed over sequences; float64
+    # [L, H], zeros when not given. Not in SUMS: it is stored in the atlas's `sink_share` table.
+    first_token: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.first_token is None:
+            self.first_token = np.zeros(self.self_attention.shape)
 
     @classmethod
     def zeros(cls, n_layers: int, n_heads: int) -> HeadSums:
@@ -103,7 +111,8 @@ def induction_rows(ids) -> np.ndarray:
 
 class AtlasSums:
     """A Reduction (attnviz.transformer.reducer) of one sequence's `ids` (the token ids, for the induction
-    score): each layer's six sums, float64 [6, H] on the layer's device; `result()` the sequence's HeadSums."""
+    score): each layer's six sums and the sink share's, float64 [7, H] on the layer's device; `result()` the
+    sequence's HeadSums."""
 
     def __init__(self, ids, threshold: float = INDUCTION_THRESHOLD) -> None:
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -115,7 +124,7 @@ class AtlasSums:
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         if n_rows != self.ids.size:
             raise ValueError(f"AtlasSums has {self.ids.size} token ids, the pass {n_rows} positions")
-        self.layers[layer] = torch.zeros(len(SUMS), n_heads, dtype=torch.float64, device=device)
+        self.layers[layer] = torch.zeros(len(SUMS) + 1, n_heads, dtype=torch.float64, device=device)
 
     def add(self, layer: int, block: Block) -> None:
         """Add one block's rows r0.. over columns c0..; every (row, column) is in exactly one block, and a column
@@ -133,6 +142,8 @@ class AtlasSums:
         acc[4] += (weighted * d).sum((-2, -1), dtype=torch.float64)  # p d^2, d^2 exact below 4,096 tokens
         if self.repeated[r0 : r0 + r].any():
             acc[5] += self._induction(p, r0, c0)
+        if c0 == 0 and r0 + r > 1:  # the first token's column, rows after the first (the sink share)
+            acc[6] += p[:, max(0, 1 - r0):, 0].sum(-1, dtype=torch.float64)
 
     def _induction(self, p: torch.Tensor, r0: int, c0: int) -> torch.Tensor:
         """[H] float64: sum over the block's (i, j) with j - 1 < i and token[j - 1] == token[i] of p[i, j] where
@@ -155,9 +166,10 @@ class AtlasSums:
 
     def result(self) -> HeadSums:
         n = int(self.ids.size)
-        sums = np.stack([self.layers[layer].cpu().numpy() for layer in sorted(self.layers)])  # L, 6, H
+        sums = np.stack([self.layers[layer].cpu().numpy() for layer in sorted(self.layers)])  # L, 7, H
         return HeadSums(*(sums[:, k] for k in range(len(SUMS))), positions=n, prev_positions=n - 1,
-                        induction_positions=int(self.repeated.sum()), sequences=1)
+                        induction_positions=int(self.repeated.sum()), sequences=1,
+                        first_token=sums[:, len(SUMS)] / (n - 1))
 
 
 @torch.inference_mode()

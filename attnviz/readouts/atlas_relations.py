@@ -52,6 +52,8 @@ from attnviz.analysis import (
     to_json,
 )
 from attnviz.probesets import LANGUAGES, builtin_items, builtin_path
+from attnviz.readouts.atlas_causal import causal as stored_causal
+from attnviz.readouts.atlas_causal import seed_causal
 
 ATLAS_FILE = "atlas.duckdb"  # attnviz.readouts.atlas.ATLAS_FILE (that module imports this one, not the reverse)
 KINDS = ("conllu", "winobias", "probes")  # the order of the files' relations in the JSON
@@ -393,12 +395,16 @@ def seed_table(atlas: str | Path | Mapping) -> list[dict]:
     direction's {best_offset, best_offset_accuracy, first_word_accuracy}), `runner_up` (the next TOP heads, each
     at its better direction: {layer, head, accuracy, direction}), `example` ({id, text, source, target,
     source_word, target_word}: an item whose gold word is that head's argmax; None with `example_note` saying
-    why), `candidates` (the relations that could measure it, in order); where not, `reason`."""
+    why), `candidates` (the relations that could measure it, in order); where not, `reason`. Every row: `causal`,
+    the best head's causal weight ({effect, relation, n_pairs}: its mean patching effect over the minimal pairs of
+    the matching relation, atlas_causal.seed_causal) where the atlas has it, else None with `causal_note`."""
     if isinstance(atlas, Mapping):
         inner = atlas.get("relations")
         data = atlas if isinstance(inner, Mapping) else {"relations": atlas}
+        weights = data.get("causal") or {}
     else:
         data = relations(atlas)
+        weights = stored_causal(atlas)
     blocks, examples = data["relations"], data.get("relation_examples") or []
     rows = []
     for seed in SEED:
@@ -408,6 +414,7 @@ def seed_table(atlas: str | Path | Mapping) -> list[dict]:
         if chosen is None:
             row["available"] = False
             row["reason"] = _absent(seed, present)
+            row["causal"], row["causal_note"] = seed_causal(weights, seed["key"], None)
             rows.append(row)
             continue
         relation, best = chosen
@@ -427,6 +434,9 @@ def seed_table(atlas: str | Path | Mapping) -> list[dict]:
                     "baseline": block["baselines"][direction], "runner_up": runner_up, "example": example})
         if note is not None:
             row["example_note"] = note
+        row["causal"], causal_note = seed_causal(weights, seed["key"], best)
+        if causal_note is not None:
+            row["causal_note"] = causal_note
         rows.append(row)
     return rows
 

@@ -204,6 +204,20 @@ def dashboard(found: dict, names: list[str], grids: dict, scope: str, layer: int
         }, hide_index=True, key="atlas_head_relations")
     else:
         st.caption(t("atlas_no_relations"))
+    weights(found, label, layer, head)
+
+
+def weights(found: dict, label: str, layer: int, head: int) -> None:
+    """The head's sink share and causal weight, one line each, where the atlas has them."""
+    share = work.head_ranks(found.get("sink_share") or [], layer, head)[0]
+    if share is not None:
+        st.markdown(t("atlas_sink_share_line", head=label, value=_number(share)))
+    for relation, entry in (found.get("causal") or {}).items():
+        grid = entry.get("grid") if isinstance(entry, dict) else None
+        value, rank, of = work.head_ranks(grid or [], layer, head)
+        if value is not None:
+            st.markdown(t("atlas_causal_line", head=label, relation=relation_label(str(relation)),
+                          value=_number(value), rank=rank, of=of, n=entry.get("n_pairs", 0)))
 
 
 def relation_label(relation: str) -> str:
@@ -226,6 +240,7 @@ def seed(found: dict, source: str) -> None:
         t("atlas_seed_column_measure"): [relation_label(str(row.get("relation") or "–")) for row in rows],
         t("atlas_seed_column_best"): [_best(row) for row in rows],
         t("atlas_column_score"): [_number((row.get("best") or {}).get("accuracy")) for row in rows],
+        t("atlas_seed_column_causal"): [_number((row.get("causal") or {}).get("effect")) for row in rows],
         t("atlas_seed_column_example"): [_example(row) for row in rows],
     }, hide_index=True, key="atlas_seed_table")
     st.caption(t("atlas_seed_caption"))
