@@ -2,8 +2,9 @@
 thread each, whole processes side by side, CPU seconds and peak memory (the children's ru_maxrss).
 
 HeadVis's pipeline is neuronpedia's `utils/neuronpedia-utils/neuronpedia_utils/headvis/compute-head-metrics.py`;
-it is not part of this project: fetch that one file from the public repository and give its path. It loads a model
-by name with transformers and its texts with `datasets.load_dataset`; here it gets SmolLM2 as a folder saved by
+it is not part of this project: give its path inside a checkout of that repository (it looks four folders up for the
+repository's root). It loads a model by name with transformers and its texts with `datasets.load_dataset`; here it
+gets SmolLM2 as a folder saved by
 transformers from the offline GGUF (float32, eager attention, as its `--dtype float32 --device cpu`) and a stand-in
 `datasets` module that hands it the lines of our text file. Ours runs `python -m attnviz atlas build` on the same file.
 
@@ -60,7 +61,13 @@ def hf_folder(out: Path) -> Path:
     path = Path(attnviz.load(SMOLLM).info.path)
     model = tf.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     tokenizer = tf.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model.save_pretrained(out)
+    # transformers will not save a model read from GGUF: the same weights in a model made from its config
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = type(model)(config)
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

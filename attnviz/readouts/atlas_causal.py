@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attnviz.readouts.atlas_store import insert_rows
+
 ATLAS_FILE = "atlas.duckdb"  # attnviz.readouts.atlas.ATLAS_FILE (that module imports this one)
 SINK_SCHEMA = "CREATE TABLE IF NOT EXISTS sink_share (layer INTEGER, head INTEGER, first_token DOUBLE, " \
               "sink_share DOUBLE)"
@@ -145,12 +147,9 @@ def store_causal(con, relation: str, pairs: str, sha256: str, info, grid: np.nda
         if grid is not None:
             grid = np.asarray(grid, dtype=np.float64)
             layer, head = (a.ravel() for a in np.indices(grid.shape))
-            con.executemany("INSERT INTO causal VALUES (?, ?, ?, ?, ?)",
-                            [[relation, int(lay), int(hd), float(v), int(n_pairs)]
-                             for lay, hd, v in zip(layer, head, grid.ravel())])
-        if skipped:
-            con.executemany("INSERT INTO causal_skipped VALUES (?, ?, ?)",
-                            [[relation, str(pid), str(why)] for pid, why in skipped.items()])
+            insert_rows(con, "causal", [[relation, int(lay), int(hd), float(v), int(n_pairs)]
+                                        for lay, hd, v in zip(layer, head, grid.ravel())])
+        insert_rows(con, "causal_skipped", [[relation, str(pid), str(why)] for pid, why in skipped.items()])
         con.execute("INSERT INTO causal_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [relation, pairs, sha256, info.name, info.n_layers, info.n_heads, int(n_pairs), reason, _now()])
         con.execute("COMMIT")

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums
+from attnviz.readouts.atlas_store import insert_rows
 from attnviz.transformer.reducer import CHUNK_ROWS, Block, Reducer
 
 TOP_K = 8  # HeadVis's --sparse-topk-per-row
@@ -271,10 +272,8 @@ class Samplers:
                 used.add(e.sequence_id)
                 rows.append([layer, head, interval, e.sequence_id, e.max, e.indices.tolist(), e.values.tolist(),
                              e.seq_len, position])
-        if rows:
-            con.executemany("INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        if used:
-            con.executemany("INSERT INTO sequences VALUES (?, ?)", [[i, self.tokens[i]] for i in sorted(used)])
+        insert_rows(con, "examples", rows)
+        insert_rows(con, "sequences", [[i, self.tokens[i]] for i in sorted(used)])
         max_edges = np.round(np.linspace(0.0, 1.0, MAX_BINS + 1), 4).tolist()
         warm = np.stack(self.warmup_maxes) if self.warmup_maxes else np.zeros((0, *self.shape))
         heads, mass, state = [], [], []
@@ -286,9 +285,9 @@ class Samplers:
                 bounds = None if self.boundaries is None else self.boundaries[layer, head].tolist()
                 state.append([layer, head, bounds, self.n_seen[layer, head].tolist(),
                               warm[:, layer, head].astype(np.float64).tolist()])
-        con.executemany("INSERT INTO max_histogram VALUES (?, ?, ?, ?, ?, ?)", heads)
-        con.executemany("INSERT INTO qk_distance_mass VALUES (?, ?, ?, ?)", mass)
-        con.executemany("INSERT INTO example_state VALUES (?, ?, ?, ?, ?)", state)
+        insert_rows(con, "max_histogram", heads)
+        insert_rows(con, "qk_distance_mass", mass)
+        insert_rows(con, "example_state", state)
 
     @classmethod
     def load(cls, con, n_layers: int, n_heads: int, warmup: int) -> Samplers:

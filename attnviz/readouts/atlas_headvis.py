@@ -35,6 +35,7 @@ from attnviz.analysis.lines import read_bytes
 from attnviz.readouts import atlas
 from attnviz.readouts.atlas_examples import MAX_BINS, N_INTERVALS, QK_DISTANCE_EDGES, Samplers
 from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, METRICS
+from attnviz.readouts.atlas_store import insert_rows
 
 TOP_TOKENS = 50
 CONFIG_BYTES = 16 * 2**20
@@ -263,9 +264,9 @@ def import_tree(tree: str | Path, out_dir: str | Path) -> dict:
                                                                (int, float))),
                      n_seq, n_seq, f"attnviz {attnviz.__version__} (imported)", str(setting("device", "", str)),
                      str(setting("dtype", "", str)), now, now, now])
-        con.executemany(f"INSERT INTO heads VALUES (?, ?, {', '.join('?' for _ in METRICS)})",
-                        [[layer, head, *(None if values[name] is None else float(values[name]) for name in METRICS)]
-                         for (layer, head), values in sorted(read["scatter"].items())])
+        insert_rows(con, "heads", [[layer, head, *(None if values[name] is None else float(values[name])
+                                                   for name in METRICS)]
+                                   for (layer, head), values in sorted(read["scatter"].items())])
         tokens_of: dict[tuple, int] = {}
         rows = []
         for (layer, head), payload in sorted(read["heads"].items()):
@@ -276,9 +277,8 @@ def import_tree(tree: str | Path, out_dir: str | Path) -> dict:
                     s.get("max_activation")) else None, s["attention_indices"], [float(v) for v in
                                                                                 s["attention_values"]],
                              s["seq_len"], position])
-        if rows:
-            con.executemany("INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            con.executemany("INSERT INTO sequences VALUES (?, ?)", [[sid, list(key)] for key, sid in tokens_of.items()])
+        insert_rows(con, "examples", rows)
+        insert_rows(con, "sequences", [[sid, list(key)] for key, sid in tokens_of.items()])
         con.execute("COMMIT")
     finally:
         con.close()
