@@ -55,9 +55,11 @@ def add_parser(commands) -> None:
                             "--workers CPUs)")
     build.add_argument("--no-examples", action="store_true",
                        help="do not sample each head's top examples (HeadVis's intervals; not on Ray workers)")
-    export = actions.add_parser("export", help="write an atlas as HeadVis's data tree")
+    export = actions.add_parser("export", help="write an atlas as HeadVis's data tree, or its tables as Parquet")
     export.add_argument("--atlas", required=True, help="the atlas folder")
-    export.add_argument("--headvis", required=True, help="the tree's folder (config.json, scatter_data.json, heads/)")
+    to = export.add_mutually_exclusive_group(required=True)
+    to.add_argument("--headvis", help="the tree's folder (config.json, scatter_data.json, heads/)")
+    to.add_argument("--parquet", help="a folder: one <table>.parquet per table of the atlas")
     imported = actions.add_parser("import", help="read a HeadVis data tree into an atlas folder")
     imported.add_argument("--headvis", required=True, help="the tree's folder")
     imported.add_argument("--out", required=True, help="a new atlas folder")
@@ -93,7 +95,15 @@ def run(args) -> int:
     if args.atlas_command in ("export", "import"):
         from attnviz.readouts import atlas_headvis
 
-        if args.atlas_command == "export":
+        if args.atlas_command == "export" and args.parquet:
+            from attnviz.readouts import atlas, atlas_store
+
+            database = atlas.atlas_path(args.atlas)
+            if not database.is_file():
+                raise ValueError(f"{args.atlas}: no atlas there (build one with `atlas build`)")
+            written = atlas_store.export_parquet(database, args.parquet)
+            print(f"wrote {len(written)} tables to {args.parquet}", file=sys.stderr)
+        elif args.atlas_command == "export":
             print(f"wrote {atlas_headvis.export(args.atlas, args.headvis)}", file=sys.stderr)
         else:
             result = atlas_headvis.import_tree(args.headvis, args.out)
