@@ -3,7 +3,6 @@ metrics of every head from one streaming pass, kept in `DIR/atlas.duckdb`, resum
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -12,20 +11,14 @@ from pathlib import Path
 
 import attnviz
 from attnviz.analysis.lines import Lines, base_name, json_object, opened, require
+from attnviz.cli.arguments import int_at_least
 
 # attnviz.readouts.atlas (duckdb, torch) is imported inside run(): `python -m attnviz` loads torch only for a
 # command that needs it (tests/cli/test_package.py).
 SEQ_LEN = 512  # HeadVis's default --seq-len (attnviz.readouts.atlas.SEQ_LEN)
 
 
-def _seq_len(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {value}")
-    return value
+_seq_len = int_at_least(2)  # one token has no pair of positions
 
 
 def add_parser(commands) -> None:
@@ -47,7 +40,7 @@ def add_parser(commands) -> None:
     build.add_argument("--out", required=True, help="the atlas folder (DIR/atlas.duckdb); run again to resume")
     build.add_argument("--seq-len", type=_seq_len, default=SEQ_LEN,
                        help="cut each text at this many tokens (default 512, as HeadVis)")
-    build.add_argument("--workers", type=_workers, default=1,
+    build.add_argument("--workers", type=int_at_least(1), default=1,
                        help="measure the texts on N Ray workers, each loading the model once (default 1: this "
                             "process, no Ray); needs the ray extra: pip install \"attnviz[ray]\"")
     build.add_argument("--ray-address", default=None, metavar="ADDR",
@@ -193,16 +186,6 @@ def _relations(args, sources, model=None) -> int:
     print(f"relations {time.perf_counter() - start:.1f} s; scored: {', '.join(scored) or 'none'}"
           + (f"; kept (same file): {', '.join(kept)}" if kept else ""), file=sys.stderr)
     return 0
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def _build_on_ray(args, total: int) -> int:

@@ -14,6 +14,7 @@ import attnviz
 from attnviz.cli import atlas as atlas_cli
 from attnviz.cli import patch as patch_cli
 from attnviz.cli import qk_attribution, qkmap, readout, replicate, sinks
+from attnviz.cli.arguments import int_at_least
 from attnviz.memory.budget import BUDGET_VARIABLE
 from attnviz.memory.ceiling import OverBudget
 
@@ -36,14 +37,7 @@ DEFAULT_TEXTS = [
 ]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+_positive_int = int_at_least(1)
 
 
 def _lengths(text: str) -> list[int]:
