@@ -92,7 +92,9 @@ class Ceiling:
         self.wait_s = wait_s
         self.reserved = 0
         self._held: dict[int, int] = {}  # thread -> bytes it has reserved (a thread never waits for itself)
-        self._released = threading.Condition(threading.Lock())
+        # Reentrant: making room (an eviction, a garbage collection) can free a tensor whose `kept` finalizer gives its
+        # bytes back on this very thread while it holds the lock.
+        self._released = threading.Condition(threading.RLock())
 
     def _trim(self, deficit: int, keep: Hashable | None) -> bool:
         """Without an app's caches to let go: hand the heap's freed pages back (glibc keeps freed tensors' memory
@@ -126,8 +128,9 @@ class Ceiling:
         self.reserved += need
         self._held[me] = self._held.get(me, 0) + need
 
-    def _give_back(self, amount: int) -> None:
-        me = threading.get_ident()
+    def _give_back(self, amount: int, thread: int | None = None) -> None:
+        """`amount` of `thread`'s reservation (default this thread's) ends: a tensor's finalizer may run on another."""
+        me = threading.get_ident() if thread is None else thread
         with self._released:
             self.reserved -= amount
             self._held[me] -= amount
@@ -166,7 +169,8 @@ class Ceiling:
             self._take(extra, lambda: self.rss() + self._reserved_by_others(), nbytes,
                        None if tab is None else tab.keep, what)
         if tab is None:  # no block to hold it: only while it lives
-            return lambda: self._give_back(extra)
+            me = threading.get_ident()
+            return lambda: self._give_back(extra, me)
         tab.held += extra
         tab.spent += nbytes
         tab.most = max(tab.most, tab.spent)

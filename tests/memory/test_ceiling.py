@@ -119,3 +119,36 @@ def test_the_setting_bounds_work_outside_the_app(monkeypatch):
         model(ids)
     monkeypatch.delenv("ATTNVIZ_MEMORY_BUDGET_GB")
     assert ceiling.current() is None
+
+
+def test_a_kept_tensor_freed_on_another_thread_or_while_making_room_gives_its_bytes_back():
+    """`kept` tensors give their bytes back when they die: on another thread (a finalizer runs where the collection
+    does), or on this thread while it holds the ledger's lock to make room (a reentrant lock, no deadlock)."""
+    resident = [100 * MB]
+    held = []
+    ledger = Ceiling(1_000 * MB, rss=lambda: resident[0], slack=0)
+    ceiling.use(ledger)
+    try:
+        held.append(ceiling.kept(300 * MB, "kept", lambda: torch.zeros(1)))
+        assert ledger.reserved == 300 * MB
+        thread = threading.Thread(target=held.clear)  # the tensor dies on another thread
+        thread.start()
+        thread.join()
+        assert ledger.reserved == 0 and ledger._held == {}
+
+        held.append(ceiling.kept(300 * MB, "kept", lambda: torch.zeros(1)))
+
+        def make_room(deficit, keep):  # an eviction that drops the kept tensor while the lock is held
+            if not held:
+                return False
+            held.clear()
+            resident[0] -= 300 * MB
+            return True
+
+        ledger._make_room = make_room
+        resident[0] = 800 * MB
+        with ceiling.spending(250 * MB):  # 800 resident + 250 > 1,000: room is made by dropping the kept tensor
+            assert ledger.reserved == 250 * MB
+        assert ledger.reserved == 0
+    finally:
+        ceiling.use(None)
