@@ -43,6 +43,9 @@ SLACK_SHARE, SLACK_MOST = 0.05, 100_000_000
 # A batch is sized to this share of what is free: its items' estimates leave out what they hold beside their
 # largest tensors (a batch of the Clark card sized to all that was free was refused at its last text's copy).
 FIT_SHARE = 0.8
+# Making room by trimming the heap counts as progress (look again) only when it gave back this much: each look is a
+# full garbage collection, under the ledger's lock.
+TRIMMED_ENOUGH = 1_000_000
 
 
 class OverBudget(Exception):
@@ -98,11 +101,11 @@ class Ceiling:
 
     def _trim(self, deficit: int, keep: Hashable | None) -> bool:
         """Without an app's caches to let go: hand the heap's freed pages back (glibc keeps freed tensors' memory
-        resident otherwise, and the next check would count it); True when resident memory fell by a page or more,
+        resident otherwise, and the next check would count it); True when resident memory fell by TRIMMED_ENOUGH,
         so that the caller looks again."""
         before = self.rss()
         release_memory()
-        return self.rss() < before - 4096
+        return self.rss() < before - TRIMMED_ENOUGH
 
     def free(self) -> int:
         """What this thread may still spend now: the budget less resident memory and other threads' reservations."""

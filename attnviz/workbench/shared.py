@@ -15,9 +15,9 @@ from attnviz.memory import ceiling
 from attnviz.memory.ceiling import Ceiling, OverBudget
 from attnviz.workbench.jobs import Jobs
 from attnviz.workbench.memory import VISITOR, Budget, ByteStore, budget_in_force, process_rss, release_memory
+from attnviz.workbench.slots import HeavySlots
 
 __all__ = ["OverBudget", "Workbench"]
-from attnviz.workbench.slots import HeavySlots
 
 # Shares of the budget the caches may fill at most; the rest is models, the runtime and per-session state.
 TRACE_SHARE, VIEW_SHARE = 0.2, 0.1
@@ -91,7 +91,7 @@ class Workbench:
         before = self.rss()
         evicted = self._evict_results(VISITOR.get(), deficit) or self._evict_model(keep_model)
         release_memory()  # also with nothing evicted: freed tensors stay resident in glibc's heap until trimmed
-        return evicted or self.rss() < before - 4096
+        return evicted or self.rss() < before - ceiling.TRIMMED_ENOUGH
 
     @contextlib.contextmanager
     def run_slot(self, need: int):
