@@ -216,7 +216,7 @@ def weights(found: dict, label: str, layer: int, head: int) -> None:
         grid = entry.get("grid") if isinstance(entry, dict) else None
         value, rank, of = work.head_ranks(grid or [], layer, head)
         if value is not None:
-            st.markdown(t("atlas_causal_line", head=label, relation=relation_label(str(relation)),
+            st.markdown(t("atlas_causal_line", head=label, relation=md(relation_label(str(relation))),
                           value=_number(value), rank=rank, of=of, n=entry.get("n_pairs", 0)))
 
 
