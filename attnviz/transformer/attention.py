@@ -98,10 +98,11 @@ def full_maps(q, k, v, mask, scale, bias, softcap, sinks, record):
 
 def map_bytes(q, s: int, rows: int) -> int:
     """The transient of `rows` query rows' maps over `s` keys (q [B, H, T, D]), where the kernel allocates it
-    (attnviz.memory.ceiling): the scores, the softmax's float32 result and the probabilities in q's dtype."""
+    (attnviz.memory.ceiling): the scores, their sum with the mask or bias (a new tensor while the scores still
+    live), the probabilities in q's dtype, and the softmax's float32 result where that dtype is another."""
     b, h = q.shape[:2]
     cells = b * h * rows * s
-    return cells * (2 * q.element_size() + (4 if q.dtype != torch.float32 else 0))
+    return cells * (3 * q.element_size() + (4 if q.dtype != torch.float32 else 0))
 
 
 def visible_columns(mask, r0: int, r1: int, s: int) -> tuple[int, int]:

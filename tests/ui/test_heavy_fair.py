@@ -133,6 +133,6 @@ def test_a_job_the_memory_ceiling_stops_says_so_with_the_figures(lang):
     assert not at.exception, [e.value for e in at.exception]
     words = translate(lang, "trace_over_budget", need=0.0, budget=0.0, used=0.0)
     [error] = [e.value for e in at.error]
-    # one layer's scores and probabilities, 16 x 1,024^2 floats each
-    assert error.startswith(words.split("0.00")[0]) and "0.13 GB" in error
+    # one layer's scores, their masked sum and probabilities, 16 x 1,024^2 floats each
+    assert error.startswith(words.split("0.00")[0]) and "0.20 GB" in error
     assert not [m for m in at.markdown if m.value == "done"]
