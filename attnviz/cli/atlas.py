@@ -112,47 +112,47 @@ def run(args) -> int:
     if not total:
         raise ValueError(f"{args.texts} has no texts" if args.texts is not None else "the relation files have no items")
     if args.workers > 1 or args.ray_address:
-        code = _build_on_ray(args, total)
-        code = _relations(args, sources) if sources else code
-        return _causal(args) if getattr(args, "pairs", None) else code
-    start = time.perf_counter()
-    print(f"loading {args.model} ...", file=sys.stderr)
-    model = attnviz.load(args.model)
-    loaded = time.perf_counter()
+        _build_on_ray(args, total, sources)
+        if not (sources or args.pairs):
+            return 0
+        # the relations and the causal weight run here, on one model loaded once for both
+        print(f"loading {args.model} for the relations and the causal weight ...", file=sys.stderr)
+        model = attnviz.load(args.model)
+    else:
+        start = time.perf_counter()
+        print(f"loading {args.model} ...", file=sys.stderr)
+        model = attnviz.load(args.model)
+        loaded = time.perf_counter()
+        result = atlas.build(model, _corpus(args, sources), args.out, seq_len=args.seq_len,
+                             progress=lambda done, _total: _show_count("texts", done, total),
+                             examples=not args.no_examples, warmup=atlas_examples.warmup_size(total))
+        print(f"load {loaded - start:.1f} s, texts {time.perf_counter() - loaded:.1f} s; {result['n_texts']} texts "
+              f"({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}", file=sys.stderr)
+    if sources:
+        _relations(args, sources, model)
+    if args.pairs:
+        _causal(args, model)
+    return 0
 
-    def progress(done: int, _total) -> None:
-        end = "\n" if done == total else ""
-        print(f"\rtexts {done}/{total}", end=end, file=sys.stderr, flush=True)
 
-    result = atlas.build(model, _corpus(args, sources), args.out, seq_len=args.seq_len, progress=progress,
-                         examples=not args.no_examples, warmup=atlas_examples.warmup_size(total))
-    print(f"load {loaded - start:.1f} s, texts {time.perf_counter() - loaded:.1f} s; "
-          f"{result['n_texts']} texts ({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}",
-          file=sys.stderr)
-    code = _relations(args, sources, model) if sources else 0
-    return _causal(args, model) if getattr(args, "pairs", None) else code
+def _show_count(prefix: str, done: int, total: int) -> None:
+    """A build step's progress, `prefix done/total`, rewritten in place on one stderr line and ended at the last."""
+    print(f"\r{prefix} {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
 
-def _causal(args, model=None) -> int:
+def _causal(args, model) -> None:
     """Each head's causal weight over the minimal pairs (attnviz.interventions.atlas_patching), each relation
     once: one stored for the same pairs and model is kept."""
     from attnviz.interventions import atlas_patching
     from attnviz.readouts import atlas
 
-    if model is None:
-        print(f"loading {args.model} for the causal weight ...", file=sys.stderr)
-        model = attnviz.load(args.model)
     start = time.perf_counter()
-
-    def progress(relation: str, done: int, total: int) -> None:
-        end = "\n" if done == total else ""
-        print(f"\rcausal weight ({relation}): pairs {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-    done = atlas_patching.build_causal(model, atlas.atlas_path(args.out), args.pairs, progress=progress)
+    done = atlas_patching.build_causal(
+        model, atlas.atlas_path(args.out), args.pairs,
+        progress=lambda relation, done, total: _show_count(f"causal weight ({relation}): pairs", done, total))
     why = atlas_patching.unusable(model)
     print(f"causal weight {time.perf_counter() - start:.1f} s; computed: {', '.join(done) or 'none'}"
           + (f" (skipped: {why})" if why else ""), file=sys.stderr)
-    return 0
 
 
 def _corpus(args, sources=None):
@@ -166,29 +166,21 @@ def _corpus(args, sources=None):
     return atlas_relations.item_texts(sources)
 
 
-def _relations(args, sources, model=None) -> int:
+def _relations(args, sources, model) -> None:
     """Score the relation files (attnviz.readouts.atlas_relations), each once: a file stored with the same
     SHA-256 is not scored again."""
     from attnviz.readouts import atlas, atlas_relations
 
-    if model is None:
-        print(f"loading {args.model} for the relations ...", file=sys.stderr)
-        model = attnviz.load(args.model)
     start = time.perf_counter()
-
-    def progress(kind: str, done: int, total: int) -> None:
-        end = "\n" if done == total else ""
-        print(f"\rrelations ({kind}): sentences {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-    scored = atlas_relations.build_relations(model, atlas.atlas_path(args.out), sources,
-                                             sink_aware=args.sink_aware, progress=progress)
+    scored = atlas_relations.build_relations(
+        model, atlas.atlas_path(args.out), sources, sink_aware=args.sink_aware,
+        progress=lambda kind, done, total: _show_count(f"relations ({kind}): sentences", done, total))
     kept = [source.kind for source in sources if source.kind not in scored]
     print(f"relations {time.perf_counter() - start:.1f} s; scored: {', '.join(scored) or 'none'}"
           + (f"; kept (same file): {', '.join(kept)}" if kept else ""), file=sys.stderr)
-    return 0
 
 
-def _build_on_ray(args, total: int) -> int:
+def _build_on_ray(args, total: int, sources) -> None:
     """`atlas build --workers N [--ray-address ADDR]`: the texts measured on Ray workers
     (attnviz.readouts.atlas_ray), the atlas stored as the one-process build stores it."""
     from attnviz.readouts import atlas, atlas_ray
@@ -197,16 +189,11 @@ def _build_on_ray(args, total: int) -> int:
     start = time.perf_counter()
     where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"
     print(f"{args.workers} workers on {where}, each loading {args.model} ...", file=sys.stderr)
-
-    def progress(done: int, _total) -> None:
-        end = "\n" if done == total else ""
-        print(f"\rtexts {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-    result = atlas_ray.build(args.model, _corpus(args), args.out, workers=args.workers,
-                             address=args.ray_address, seq_len=args.seq_len, progress=progress)
+    result = atlas_ray.build(args.model, _corpus(args, sources), args.out, workers=args.workers,
+                             address=args.ray_address, seq_len=args.seq_len,
+                             progress=lambda done, _total: _show_count("texts", done, total))
     print(f"{time.perf_counter() - start:.1f} s on {args.workers} workers; {result['n_texts']} texts "
           f"({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}", file=sys.stderr)
-    return 0
 
 
 def _metrics(args) -> int:
