@@ -144,9 +144,9 @@ def corpus_vectors(model: LoadedModel, sentences: Sequence[CorpusSentence], laye
         raise ValueError(f"{total} tokens: a map takes at most {max_tokens}")
     kv = model.module.kv_group[head]
     queries, keys = [], []
+    per_text = map_bytes(model, total, 2) - map_bytes(model, total, 1)  # what a batch's row adds
     start = 0
     while start < len(encodings):
-        per_text = map_bytes(model, total, 2) - map_bytes(model, total, 1)  # what a batch's row adds
         batch = encodings[start:start + ceiling.fit(per_text, batch_size, map_bytes(model, total, 0))]
         recorder = _UpToLayer(layer)
         try:
