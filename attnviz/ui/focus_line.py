@@ -9,7 +9,7 @@ from attnviz.analysis.views import token_labels, visible_token
 from attnviz.ui.escape import md
 from attnviz.ui.focus import focus
 from attnviz.ui.language import t
-from attnviz.ui.model_choice import asked_name
+from attnviz.ui.model_choice import asked_name, is_refused
 
 
 def focus_line(model_shown: str, trace=None) -> None:
@@ -17,7 +17,9 @@ def focus_line(model_shown: str, trace=None) -> None:
     its token where a trace gives them (a position outside the text reads as each view's default)."""
     now = focus()
     asked = now.model
-    if asked and asked.strip() != model_shown:  # a fallback: named here too, beside every view's numbers
+    if asked and is_refused(asked.strip()):  # a fallback from a source never echoed (model_choice.asked_name)
+        parts = [t("focus_model_refused", model=md(model_shown))]
+    elif asked and asked.strip() != model_shown:  # a fallback: named here too, beside every view's numbers
         parts = [t("focus_model_instead", model=md(model_shown), asked=asked_name(asked.strip()))]
     else:
         parts = [t("focus_model", model=md(model_shown))]

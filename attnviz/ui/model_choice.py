@@ -111,7 +111,7 @@ def get_model(source: str):
 def asked_name(source: str) -> str:
     """The model asked for, as the page may name it (Markdown-escaped). A refused source is never echoed:
     the answer must not tell a visitor whether a path exists."""
-    return t("refused_source") if _refused(source) else md(source)
+    return t("refused_source") if is_refused(source) else md(source)
 
 
 def _retry(source: str) -> None:
@@ -120,7 +120,7 @@ def _retry(source: str) -> None:
     shelf.forget_hub_route()  # the network may be back
 
 
-def _refused(source: str) -> bool:
+def is_refused(source: str) -> bool:
     try:
         shelf.check_source(source)
     except SourceRefused:
@@ -146,7 +146,7 @@ def hub_unreachable(source: str) -> bool:
     """A hub source not loaded yet, with no route to the hub (decided once, quickly: loading.sources)."""
     if shelf.cached_model(workbench(), source, use=False) is not None:
         return False
-    return not _refused(source) and shelf.check_source(source).from_hub and not shelf.hub_reachable()
+    return not is_refused(source) and shelf.check_source(source).from_hub and not shelf.hub_reachable()
 
 
 def _load_with_progress(name: str):
