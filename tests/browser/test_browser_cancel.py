@@ -49,18 +49,27 @@ def start_scan(browser, url):
     return page, bar
 
 
+def passes_done(bar) -> int:
+    return int(PROGRESS.search(bar.first.inner_text()).group(1))
+
+
 @pytest.mark.slow
 def test_cancel_stops_the_scan_and_closing_the_tab_stops_it_too(server):
     with sync_playwright() as p:
         browser = launch_chromium(p)
         page, bar = start_scan(browser, server.url)
         page.screenshot(path=str(ROOT / "artifacts" / "cancel.png"), full_page=True)
-        busy = idle_cpu(server.pid, 2.0)
-        assert busy > 0.8, busy  # the scan keeps a core busy (1.0 seen with a second suite on the 2 cores)
+        done_before = passes_done(bar)
+        busy = idle_cpu(server.pid, 3.0)
+        # The scan runs: its count moves and the server works. How hard depends on the other xdist workers on
+        # these 2 cores (0.74 CPU-s in 2 s seen in CI, 2 s and more when alone), so the idle check below is
+        # relative to what was measured here rather than a fixed figure.
+        assert passes_done(bar) > done_before, "the scan did not advance"
+        assert busy > 0.6, busy
         page.get_by_role("button", name="Cancel").click()
         expect(page.get_by_text("Cancelled: nothing was kept.")).to_be_visible(timeout=20_000)
         windows = goes_idle(server.pid, within=12)
-        assert windows[-1] < 1.0, windows
+        assert windows[-1] < min(1.0, busy / 2), (busy, windows)
         assert page.locator("[data-testid=stException]").count() == 0
 
         page.close()  # the same scan again, then the tab goes away mid-scan
