@@ -18,16 +18,18 @@ the build's. Tables:
 - `progress` (one row): `texts_done`, the counts (atlas_metrics.COUNTS), `texts_chain` (a SHA-256 chain over the
   texts taken, so a resumed build refuses a different corpus) and `updated`.
 
-All four are written in one transaction every `commit_every` texts, at the end, and when the build stops on an
-error or an interruption (KeyboardInterrupt included); run again with the same model, texts and settings, a build
-skips the texts already taken (checking them against the chain) and goes on from the sums stored, which are the
-float64 values themselves: the resumed build's numbers are the uninterrupted build's, bit for bit.
+All four are written in one transaction every `commit_every` texts (but not within `commit_seconds` of the last
+commit), at the end, and when the build stops on an error or an interruption (KeyboardInterrupt included); run
+again with the same model, texts and settings, a build skips the texts already taken (checking them against the
+chain) and goes on from the sums stored, which are the float64 values themselves: the resumed build's numbers are
+the uninterrupted build's, bit for bit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import partial
@@ -44,7 +46,10 @@ logger = logging.getLogger(__name__)
 
 ATLAS_FILE = "atlas.duckdb"
 SEQ_LEN = 512  # HeadVis's default --seq-len
-COMMIT_EVERY = 16  # texts between two commits: at most this many are taken again after a hard kill
+# A commit every COMMIT_EVERY texts, but not within COMMIT_SECONDS of the last (a commit writes the examples kept,
+# a second or more for a 64-text corpus): a hard kill loses at most the larger of the two.
+COMMIT_EVERY = 16
+COMMIT_SECONDS = 20.0
 
 # What must be the same for a build to resume: the build table's columns, compared as stored.
 SETTINGS = ("model", "n_layers", "n_heads", "seq_len", "induction_threshold")
@@ -79,6 +84,7 @@ def atlas_path(out_dir: str | Path) -> Path:
 
 def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len: int = SEQ_LEN,
           progress: Callable[[int, int | None], None] | None = None, commit_every: int = COMMIT_EVERY,
+          commit_seconds: float = COMMIT_SECONDS,
           threshold: float = INDUCTION_THRESHOLD, examples: bool = False, warmup: int | None = None) -> dict:
     """Build (or resume) the atlas of `model` over `texts` (an iterable read once, one text at a time) in
     `out_dir`; `progress(done, total)` after each text taken (`total` None when `texts` has no length; it may
@@ -126,6 +132,8 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
                 con.execute(statement)
             sampler = atlas_examples.Samplers.load(
                 con, info.n_layers, info.n_heads, atlas_examples.warmup_size(total) if warmup is None else warmup)
+        if sampler is not None:  # top-k rows only for the heads that will keep a text (Samplers.keeps)
+            measure = partial(measure_texts, model, examples=True, sampler=sampler, first_id=done)
         saved = done
         stored_chain = chain if done else None
         chain = ""
@@ -135,7 +143,7 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
                 sampler.set_boundaries()  # a corpus shorter than the warmup
             _save(con, sums, done, chain, finished, sampler)
 
-        start, seen = saved, 0
+        start, seen, last_commit = saved, 0, time.monotonic()
 
         def fresh() -> Iterator[str]:
             """The texts not taken yet (a measure may read ahead of the sums added)."""
@@ -158,9 +166,9 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
                 if sampler is not None and found[0] is not None:
                     sampler.add(done, found[0])  # the sequence id: the text's 0-based index in the corpus
                 chain, done = _chain(chain, text), done + 1
-                if done % commit_every == 0:
+                if done % commit_every == 0 and time.monotonic() - last_commit >= commit_seconds:
                     save()
-                    saved = done
+                    saved, last_commit = done, time.monotonic()
                 if progress is not None:
                     progress(done, total)
             if seen < saved:
@@ -180,19 +188,23 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
 
 
 def measure_texts(model: LoadedModel, texts: Iterable[str], seq_len: int = SEQ_LEN,
-                  threshold: float = INDUCTION_THRESHOLD, examples: bool = False) -> Iterator[tuple]:
+                  threshold: float = INDUCTION_THRESHOLD, examples: bool = False, sampler=None,
+                  first_id: int = 0) -> Iterator[tuple]:
     """Each text with its HeadSums, in order, one at a time: tokenized as `LoadedModel.encode` does by default and
     cut at `seq_len` tokens (at most the model's own context), one forward pass each. The one-process build's
     measure, and each Ray worker's (attnviz.readouts.atlas_ray). With `examples`, each comes with its
     atlas_examples.SequenceExamples (tokens decoded one by one, as HeadVis's pipeline shows them), None for a text
-    of one token, from the same pass."""
+    of one token, from the same pass. With a `sampler` (atlas_examples.Samplers) the texts are its sequences
+    `first_id`, `first_id + 1`, ... and each must be added to it before the next is measured: only the heads it
+    will keep get their top-k rows."""
     cut = min(seq_len, model.context_tokens)
-    for text in texts:
+    for index, text in enumerate(texts):
         ids = model.encode(text, max_tokens=cut).ids
         if not examples:
             yield text, sequence_sums(model.module, ids, model.info.device, threshold)
             continue
-        sums, found = atlas_examples.sequence_measures(model.module, ids, model.info.device, threshold)
+        keeps = None if sampler is None else sampler.keeps(first_id + index)
+        sums, found = atlas_examples.sequence_measures(model.module, ids, model.info.device, threshold, keeps=keeps)
         if found is not None:
             found.tokens = model.tokenizer.decode_batch([[int(i)] for i in ids], skip_special_tokens=False)
         yield text, sums, found
@@ -252,6 +264,8 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=No
         if sampler is not None:
             sampler.save(con)
         con.execute("COMMIT")
+        if sampler is not None:
+            sampler.committed()
     except BaseException:
         con.execute("ROLLBACK")
         raise

@@ -24,9 +24,10 @@ generator's running state, so a build stopped and resumed keeps exactly the unin
 
 from __future__ import annotations
 
-import bisect
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -57,23 +58,47 @@ def warmup_size(n_texts: int | None) -> int:
 
 @dataclass
 class SequenceExamples:
-    """One sequence's per-head findings: `max` float32 [L, H], `coo[l][h]` (flat indices int64, values float64
-    rounded to 4 decimals), `qk_mass` float64 [L, H, bins], its length and its tokens' texts."""
+    """One sequence's per-head findings: `max` float32 [L, H], each row's top-k weights `top_values` float32 and
+    their columns `top_columns` int64 [L, H, T, k] (0: none), `qk_mass` float64 [L, H, bins], its length and its
+    tokens' texts. `coo(layer, head)` makes one head's sparse rows from the top-k only when a sampler keeps the
+    sequence for that head: after the first few hundred sequences most heads keep none of a new one."""
 
     max: np.ndarray
-    coo: list[list[tuple[np.ndarray, np.ndarray]]]
+    top_values: np.ndarray
+    top_columns: np.ndarray
     qk_mass: np.ndarray
     seq_len: int
+    threshold: float = SPARSE_THRESHOLD
+    has_rows: np.ndarray | None = None  # bool [L, H]: the heads whose top-k rows were taken (None: every head)
     tokens: list[str] = field(default_factory=list)
+
+    def coo(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(flat indices i * T + j int64, values float64 rounded to 4 decimals) of the weights >= threshold among
+        each row's top k, sorted by (i, j)."""
+        if self.has_rows is not None and not self.has_rows[layer, head]:
+            raise RuntimeError(f"L{layer}H{head}'s rows were not taken: the sampler said no head would keep them "
+                               "(a sequence offered out of its order?)")
+        v, j = self.top_values[layer, head], self.top_columns[layer, head]  # T, k
+        q = np.broadcast_to(np.arange(self.seq_len)[:, None], v.shape)
+        kept = v >= self.threshold
+        q, j, v = q[kept], j[kept], v[kept].astype(np.float64)
+        order = np.lexsort((j, q))
+        return (q * self.seq_len + j)[order], np.round(v[order], 4)
 
 
 class AtlasExamples:
     """A Reduction of one sequence of `n_tokens` positions: per layer each head's running max (position 0 left
     out), each row's top-k weights and the mass per distance bin; `result()` a SequenceExamples (no tokens)."""
 
-    def __init__(self, n_tokens: int, top_k: int = TOP_K, threshold: float = SPARSE_THRESHOLD) -> None:
-        self.n, self.k, self.threshold = n_tokens, min(top_k, n_tokens), threshold
+    def __init__(self, n_tokens: int, top_k: int = TOP_K, threshold: float = SPARSE_THRESHOLD,
+                 keeps: Callable[[int, np.ndarray], np.ndarray] | None = None) -> None:
+        """`keeps(layer, max)`: which heads (bool [H]) will keep this sequence, given each head's max over the
+        sequence (float32 [H]); a head no sampler keeps needs no top-k rows, the costliest part of the pass
+        (Samplers.keeps). Asked where a layer is one block, whose max is then final; None: every head."""
+        self.n, self.k, self.threshold, self.keeps = n_tokens, min(top_k, n_tokens), threshold, keeps
         self.layers: dict[int, list[torch.Tensor]] = {}
+        self.rows_of: dict[int, torch.Tensor] = {}  # per layer: bool [H], whose top-k rows were taken
+        self._bins: dict[tuple, torch.Tensor] = {}  # a block shape's |i - j| bin per cell, shared by the layers
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         if n_rows != self.n:
@@ -84,56 +109,74 @@ class AtlasExamples:
             torch.zeros(n_heads, n_rows, self.k, dtype=torch.int64, device=device),  # their columns
             torch.zeros(n_heads, len(QK_DISTANCE_EDGES), dtype=torch.float64, device=device),  # last: d >= 4096
         ]
+        self.rows_of[layer] = torch.ones(n_heads, dtype=torch.bool)
 
     def add(self, layer: int, block: Block) -> None:
         p, r0, c0 = block.probs, block.r0, block.c0
         top, values, columns, mass = self.layers[layer]
-        _, r, c = p.shape
+        h, r, c = p.shape
         inner = p[:, max(0, 1 - r0):, max(0, 1 - c0):]  # rows and columns >= 1
         if inner.numel():
             torch.maximum(top, inner.amax((-2, -1)), out=top)
-        kc = min(self.k, c)
-        v, j = p.topk(kc, dim=-1)  # H, R, kc
-        both_v = torch.cat((values[:, r0 : r0 + r], v), -1)
-        both_j = torch.cat((columns[:, r0 : r0 + r], j + c0), -1)
+        heads = None  # every head
+        if self.keeps is not None and r0 == 0 and r == self.n:  # the whole layer: its max is final
+            wanted = torch.from_numpy(np.asarray(self.keeps(layer, top.cpu().numpy()), dtype=bool))
+            self.rows_of[layer] = wanted
+            heads = wanted.nonzero()[:, 0].to(p.device)
+        if heads is None or heads.numel():
+            self._top_rows(p if heads is None else p[heads], r0, c0, values, columns, heads)
+        mass.index_add_(1, self._bins_of(r0, c0, r, c, p.device), p.reshape(h, -1).double())
+
+    def _top_rows(self, p: torch.Tensor, r0: int, c0: int, values: torch.Tensor, columns: torch.Tensor,
+                  heads: torch.Tensor | None) -> None:
+        """Each row's top k of the block merged into the rows' top k so far (all heads, or those `heads`)."""
+        _, r, c = p.shape
+        v, j = p.topk(min(self.k, c), dim=-1)  # H, R, kc
+        pick = slice(None) if heads is None else heads
+        both_v = torch.cat((values[pick, r0 : r0 + r], v), -1)
+        both_j = torch.cat((columns[pick, r0 : r0 + r], j + c0), -1)
         v, at = both_v.topk(self.k, dim=-1)
-        values[:, r0 : r0 + r] = v
-        columns[:, r0 : r0 + r] = both_j.gather(-1, at)
-        rows = torch.arange(r0, r0 + r, device=p.device)
-        cols = torch.arange(c0, c0 + c, device=p.device)
-        edges = torch.tensor(QK_DISTANCE_EDGES, device=p.device)
-        bins = torch.bucketize((rows[:, None] - cols[None, :]).abs(), edges, right=True) - 1  # R, C
-        mass.index_add_(1, bins.reshape(-1), p.reshape(p.shape[0], -1).double())
+        if heads is None:
+            values[:, r0 : r0 + r] = v
+            columns[:, r0 : r0 + r] = both_j.gather(-1, at)
+        else:
+            values[heads, r0 : r0 + r] = v
+            columns[heads, r0 : r0 + r] = both_j.gather(-1, at)
+
+    def _bins_of(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> torch.Tensor:
+        """[R * C] int64: each cell's bin of |i - j| in QK_DISTANCE_EDGES (the last: >= 4,096)."""
+        key = (r0, c0, r, c, device)
+        if key not in self._bins:
+            rows = torch.arange(r0, r0 + r, device=device)
+            cols = torch.arange(c0, c0 + c, device=device)
+            edges = torch.tensor(QK_DISTANCE_EDGES, device=device)
+            self._bins[key] = (torch.bucketize((rows[:, None] - cols[None, :]).abs(), edges, right=True)
+                               - 1).reshape(-1)
+        return self._bins[key]
 
     def result(self) -> SequenceExamples:
-        n = self.n
-        maxes, coo, masses = [], [], []
-        for layer in sorted(self.layers):
-            top, values, columns, mass = (t.cpu() for t in self.layers[layer])
-            maxes.append(top.numpy())
-            masses.append(mass[:, :-1].numpy())
-            heads = []
-            for v, j in zip(values.numpy(), columns.numpy()):
-                q = np.broadcast_to(np.arange(n)[:, None], v.shape)
-                kept = v >= self.threshold
-                q, j, v = q[kept], j[kept].astype(np.int64), v[kept].astype(np.float64)
-                order = np.lexsort((j, q))
-                heads.append(((q * n + j)[order], np.round(v[order], 4)))
-            coo.append(heads)
-        return SequenceExamples(np.stack(maxes), coo, np.stack(masses), n)
+        order = sorted(self.layers)
+        layers = [[t.cpu() for t in self.layers[layer]] for layer in order]
+        return SequenceExamples(
+            np.stack([top.numpy() for top, _, _, _ in layers]),
+            np.stack([values.numpy() for _, values, _, _ in layers]),
+            np.stack([columns.numpy() for _, _, columns, _ in layers]),
+            np.stack([mass[:, :-1].numpy() for _, _, _, mass in layers]), self.n, self.threshold,
+            has_rows=np.stack([self.rows_of[layer].numpy() for layer in order]))
 
 
 @torch.inference_mode()
 def sequence_measures(module, ids, device="cpu", threshold: float = INDUCTION_THRESHOLD,
-                      chunk_rows: int = CHUNK_ROWS) -> tuple[HeadSums, SequenceExamples | None]:
-    """One forward pass of `module` on `ids`: its HeadSums (atlas_metrics.sequence_sums') and its examples; a
-    sequence of one token runs no pass (skipped, no examples)."""
+                      chunk_rows: int = CHUNK_ROWS, keeps=None) -> tuple[HeadSums, SequenceExamples | None]:
+    """One forward pass of `module` on `ids`: its HeadSums (atlas_metrics.sequence_sums') and its examples (the
+    top-k rows of the heads `keeps` names: AtlasExamples); a sequence of one token runs no pass (skipped, no
+    examples)."""
     c = module.config
     if len(ids) < 2:
         skipped = HeadSums.zeros(c.n_layers, c.n_heads)
         skipped.skipped = 1
         return skipped, None
-    sums, examples = AtlasSums(ids, threshold), AtlasExamples(len(ids))
+    sums, examples = AtlasSums(ids, threshold), AtlasExamples(len(ids), keeps=keeps)
     reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows)
     tensor = torch.tensor([list(ids)], dtype=torch.long, device=device)
     module(tensor, torch.ones_like(tensor), torch.zeros_like(tensor), with_logits=False, record=reducer)
@@ -149,6 +192,10 @@ class Example:
     indices: np.ndarray
     values: np.ndarray
     seq_len: int
+
+
+def _example(found: SequenceExamples, sequence_id: int, value: float, layer: int, head: int) -> Example:
+    return Example(sequence_id, value, *found.coo(layer, head), found.seq_len)
 
 
 def _draw(seed: int, layer: int, head: int, interval: int, n: int) -> int:
@@ -173,6 +220,11 @@ class Samplers:
         self.n_max = 0
         self.qk_mass = np.zeros((n_layers, n_heads, len(QK_DISTANCE_EDGES) - 1))
         self.tokens: dict[int, list[str]] = {}
+        # What the atlas's tables hold already, so that a save writes only what changed since the last commit:
+        # the slots (layer, head, interval) changed since, and the sequence ids whose tokens are stored.
+        self.changed: set[tuple[int, int, int]] = set()
+        self.stored_ids: set[int] = set()
+        self._saving: tuple[set, set] | None = None
 
     def capacity(self, interval: int) -> int:
         return max(self.per_interval, self.per_top) if self.n_intervals == 1 else (
@@ -191,15 +243,14 @@ class Samplers:
             if len(self.warmup_maxes) >= self.warmup:
                 self.set_boundaries()
             return
-        self.tokens[sequence_id] = found.tokens
-        n_layers, n_heads = self.shape
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                value = float(found.max[layer, head])
-                interval = 1 if self.n_intervals == 1 else min(
-                    bisect.bisect_right(list(self.boundaries[layer, head]), value), self.n_intervals - 1) + 1
-                indices, values = found.coo[layer][head]
-                self._keep(layer, head, interval, Example(sequence_id, value, indices, values, found.seq_len))
+        intervals = self._intervals(maxes)
+        kept = False
+        for (layer, head), interval in np.ndenumerate(intervals):
+            value = float(found.max[layer, head])
+            kept |= self._keep(layer, head, int(interval), int(sequence_id), value,
+                               partial(_example, found, sequence_id, value, layer, head))
+        if kept:
+            self.tokens[sequence_id] = found.tokens
 
     def set_boundaries(self) -> None:
         """Each head's interval boundaries: the (i / n_intervals) quantiles of the warmup's max, i = 1 ..
@@ -215,28 +266,68 @@ class Samplers:
                 n_layers, n_heads, self.n_intervals - 1)
         self.warmup_maxes = []
 
-    def _keep(self, layer: int, head: int, interval: int, example: Example) -> None:
-        slot = self.kept.setdefault((layer, head, interval), [])
+    def _decide(self, layer: int, head: int, interval: int, sequence_id: int, value: float) -> int | None:
+        """Where in its slot one head's interval would put a sequence offered now (None: it would not keep it):
+        the top interval keeps the largest max, earlier on ties; a lower one is a reservoir (Algorithm R).
+        Reads the state only, so `keeps` can ask it ahead of `add`."""
+        slot = self.kept.get((layer, head, interval), [])
+        n, cap = int(self.n_seen[layer, head, interval - 1]) + 1, self.capacity(interval)
+        if interval == self.n_intervals or self.n_intervals == 1:
+            if len(slot) >= cap and (-value, sequence_id) > (-slot[-1].max, slot[-1].sequence_id):
+                return None
+            return len(slot)  # appended, then sorted into place
+        if len(slot) < cap:
+            return len(slot)
+        draw = _draw(self.seed, layer, head, interval, n)
+        return draw if draw < cap else None
+
+    def _intervals(self, maxes: np.ndarray) -> np.ndarray:
+        """int64 [L, H]: the interval (1 lowest) each head's max falls in, bisect_right over its boundaries."""
+        if self.n_intervals == 1:
+            return np.ones(maxes.shape, np.int64)
+        return np.minimum((self.boundaries <= maxes[..., None]).sum(-1), self.n_intervals - 1) + 1
+
+    def keeps(self, sequence_id: int) -> Callable[[int, np.ndarray], np.ndarray]:
+        """The predicate AtlasExamples asks for the sequence to be offered next as `sequence_id`: given one
+        layer's max per head, which heads will keep it (none during the warmup, which only fixes boundaries)."""
+
+        def which(layer: int, maxes: np.ndarray) -> np.ndarray:
+            if self.boundaries is None:
+                return np.zeros(len(maxes), bool)
+            values = np.asarray(maxes, np.float32).astype(np.float64)
+            intervals = (np.ones(len(values), np.int64) if self.n_intervals == 1 else
+                         np.minimum((self.boundaries[layer] <= values[:, None]).sum(-1), self.n_intervals - 1) + 1)
+            return np.array([self._decide(layer, head, int(intervals[head]), sequence_id, float(values[head]))
+                             is not None for head in range(len(values))])
+
+        return which
+
+    def _keep(self, layer: int, head: int, interval: int, sequence_id: int, value: float,
+              example: Callable[[], Example]) -> bool:
+        """Offer a sequence to one head's interval; `example()` makes its Example only when it is kept (its sparse
+        rows cost more than the offer). Whether it was kept."""
+        at = self._decide(layer, head, interval, sequence_id, value)
         self.n_seen[layer, head, interval - 1] += 1
-        n, cap = int(self.n_seen[layer, head, interval - 1]), self.capacity(interval)
-        if interval == self.n_intervals or self.n_intervals == 1:  # the top: the largest max, earlier on ties
-            slot.append(example)
-            slot.sort(key=lambda e: (-e.max, e.sequence_id))
-            del slot[cap:]
-        elif len(slot) < cap:
-            slot.append(example)
+        if at is None:
+            return False
+        slot = self.kept.setdefault((layer, head, interval), [])
+        if at == len(slot):
+            slot.append(example())
+            if interval == self.n_intervals or self.n_intervals == 1:
+                slot.sort(key=lambda e: (-e.max, e.sequence_id))
+                del slot[self.capacity(interval):]
         else:
-            draw = _draw(self.seed, layer, head, interval, n)
-            if draw < cap:
-                slot[draw] = example
+            slot[at] = example()
+        self.changed.add((layer, head, interval))
+        return True
 
     def merge_top(self, other: Samplers) -> None:
         """Add another shard's top intervals to these (exact: the union's largest); reservoirs are not merged."""
         for (layer, head, interval), examples in other.kept.items():
             if interval == self.n_intervals:
                 for example in examples:
-                    self._keep(layer, head, interval, example)
-                    self.tokens[example.sequence_id] = other.tokens[example.sequence_id]
+                    if self._keep(layer, head, interval, example.sequence_id, example.max, lambda e=example: e):
+                        self.tokens[example.sequence_id] = other.tokens[example.sequence_id]
 
     def examples(self, layer: int, head: int) -> list[tuple[int, Example]]:
         """(interval, example) of one head, interval 1 (lowest) first; the top interval by max, descending."""
@@ -260,20 +351,36 @@ class Samplers:
     )
 
     def save(self, con) -> None:
-        for table in ("examples", "sequences", "max_histogram", "qk_distance_mass", "example_state",
-                      "example_settings"):
+        """Into the atlas's tables, inside the caller's transaction (`committed()` after its COMMIT): the examples
+        of the slots changed since the last commit, the tokens of sequences newly kept (those no longer kept
+        deleted), and the histograms, state and settings (a few rows a head) whole."""
+        for table in ("max_histogram", "qk_distance_mass", "example_state", "example_settings"):
             con.execute(f"DELETE FROM {table}")
         con.execute("INSERT INTO example_settings VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [self.warmup, self.seed, self.n_intervals, self.per_interval, self.per_top, TOP_K,
                      SPARSE_THRESHOLD])
-        rows, used = [], set()
-        for (layer, head, interval), examples in sorted(self.kept.items()):
-            for position, e in enumerate(examples):  # a reservoir's order is its state
-                used.add(e.sequence_id)
+        changed = sorted(self.changed)
+        if changed:
+            con.register("_changed_slots", {name: np.array([slot[i] for slot in changed], np.int64)
+                                             for i, name in enumerate(("layer", "head", "interval"))})
+            try:
+                con.execute("DELETE FROM examples USING _changed_slots AS c WHERE examples.layer = c.layer AND "
+                            "examples.head = c.head AND examples.interval = c.interval")
+            finally:
+                con.unregister("_changed_slots")
+        rows = []
+        for layer, head, interval in changed:
+            # a reservoir's order is its state: each example's position in it is stored
+            for position, e in enumerate(self.kept.get((layer, head, interval), [])):
                 rows.append([layer, head, interval, e.sequence_id, e.max, e.indices.tolist(), e.values.tolist(),
                              e.seq_len, position])
         insert_rows(con, "examples", rows)
-        insert_rows(con, "sequences", [[i, self.tokens[i]] for i in sorted(used)])
+        used = {e.sequence_id for examples in self.kept.values() for e in examples}
+        gone = sorted(self.stored_ids - used)
+        if gone:
+            con.execute("DELETE FROM sequences WHERE list_contains(?, id)", [gone])
+        insert_rows(con, "sequences", [[i, self.tokens[i]] for i in sorted(used - self.stored_ids)])
+        self._saving = (set(changed), used)
         max_edges = np.round(np.linspace(0.0, 1.0, MAX_BINS + 1), 4).tolist()
         warm = np.stack(self.warmup_maxes) if self.warmup_maxes else np.zeros((0, *self.shape))
         heads, mass, state = [], [], []
@@ -288,6 +395,16 @@ class Samplers:
         insert_rows(con, "max_histogram", heads)
         insert_rows(con, "qk_distance_mass", mass)
         insert_rows(con, "example_state", state)
+
+    def committed(self) -> None:
+        """The transaction of the last `save` committed: what it wrote is what the tables hold (a rolled-back one
+        leaves `changed` as it was, to be written by the next save)."""
+        if self._saving is not None:
+            written, used = self._saving
+            self.changed -= written
+            self.stored_ids = used
+            self.tokens = {i: tokens for i, tokens in self.tokens.items() if i in used}
+            self._saving = None
 
     @classmethod
     def load(cls, con, n_layers: int, n_heads: int, warmup: int) -> Samplers:
@@ -305,6 +422,7 @@ class Samplers:
                 Example(int(sid), float(value), np.asarray(indices, np.int64), np.asarray(values, np.float64),
                         int(seq_len)))
             self.tokens[int(sid)] = list(tokens[sid])
+        self.stored_ids = set(self.tokens)
         warm = None
         for layer, head, counts, max_sum, n_max in con.execute(
                 "SELECT layer, head, bin_values, max_sum, n_sequences FROM max_histogram").fetchall():

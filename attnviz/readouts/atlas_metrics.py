@@ -39,6 +39,12 @@ SUMS = ("self_attention", "prev_token", "entropy", "distance", "distance_squared
 # The integer counts of HeadSums: query positions pooled, rows with a previous token, rows with an earlier
 # occurrence of their token, sequences pooled, sequences of one token left out.
 COUNTS = ("positions", "prev_positions", "induction_positions", "sequences", "skipped")
+# The rows of an AtlasSums accumulator: first the five its weights' matrix product fills (`AtlasSums._weights`),
+# then the entropy's and the induction's; "first_token" is the sink share's sum.
+ROWS = ("self_attention", "prev_token", "distance", "distance_squared", "first_token", "entropy", "induction")
+TINY = torch.finfo(torch.float32).tiny
+CHUNK_CELLS = 32_768  # cells of a block converted to float64 at once (x H x 8 bytes)
+GEOMETRY_BYTES = 32 * 2**20  # the block weights one sequence keeps for its layers (T = 512: 8 MB)
 
 
 @dataclass
@@ -109,67 +115,88 @@ def induction_rows(ids) -> np.ndarray:
     return rows
 
 
+def induction_pairs(ids) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) int64 arrays: every query position i and key position j = k + 1 for each earlier occurrence k < i of
+    token[i]; the cells the induction score reads."""
+    where: dict[int, list[int]] = {}
+    rows, cols = [], []
+    for i, token in enumerate(np.asarray(ids).tolist()):
+        earlier = where.setdefault(token, [])
+        rows.extend([i] * len(earlier))
+        cols.extend(k + 1 for k in earlier)
+        earlier.append(i)
+    return np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+
+
 class AtlasSums:
     """A Reduction (attnviz.transformer.reducer) of one sequence's `ids` (the token ids, for the induction
-    score): each layer's six sums and the sink share's, float64 [7, H] on the layer's device; `result()` the
-    sequence's HeadSums."""
+    score): each layer's six sums and the sink share's, float64 [7, H] on the layer's device (rows: ROWS);
+    `result()` the sequence's HeadSums."""
 
     def __init__(self, ids, threshold: float = INDUCTION_THRESHOLD) -> None:
         self.ids = np.asarray(ids, dtype=np.int64)
         self.threshold = threshold
         self.repeated = induction_rows(self.ids)  # T bool
         self.layers: dict[int, torch.Tensor] = {}
-        self._tokens: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._geometry: dict[tuple, torch.Tensor] = {}  # a block shape's weights (`_weights`), for every layer
+        self._all_pairs = induction_pairs(self.ids)
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         if n_rows != self.ids.size:
             raise ValueError(f"AtlasSums has {self.ids.size} token ids, the pass {n_rows} positions")
-        self.layers[layer] = torch.zeros(len(SUMS) + 1, n_heads, dtype=torch.float64, device=device)
+        self.layers[layer] = torch.zeros(len(ROWS), n_heads, dtype=torch.float64, device=device)
 
     def add(self, layer: int, block: Block) -> None:
         """Add one block's rows r0.. over columns c0..; every (row, column) is in exactly one block, and a column
-        a block leaves out (after a causal row, outside a sliding window) has probability 0."""
+        a block leaves out (after a causal row, outside a sliding window) has probability 0.
+
+        The five sums that weigh p[i, j] by a function of (i, j) alone (diagonal, previous token, d, d^2, the
+        first column) are one float64 matrix product with the block's weights (`_weights`), made once a block
+        shape and shared by the layers: one pass over p instead of five, and float64 sums as before."""
         p, r0, c0, acc = block.probs, block.r0, block.c0, self.layers[layer]
-        _, r, c = p.shape
-        acc[0] += torch.diagonal(p, offset=r0 - c0, dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
-        acc[1] += torch.diagonal(p, offset=r0 - 1 - c0, dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
-        acc[2] -= torch.special.xlogy(p, p).sum((-2, -1), dtype=torch.float64)
-        rows = torch.arange(r0, r0 + r, device=p.device, dtype=torch.float32)
-        cols = torch.arange(c0, c0 + c, device=p.device, dtype=torch.float32)
-        d = (rows[:, None] - cols[None, :]).abs_()  # R, C: exact integers in float32 (|i - j| < 2^24)
-        weighted = p * d  # H, R, C
-        acc[3] += weighted.sum((-2, -1), dtype=torch.float64)
-        acc[4] += (weighted * d).sum((-2, -1), dtype=torch.float64)  # p d^2, d^2 exact below 4,096 tokens
-        if self.repeated[r0 : r0 + r].any():
-            acc[5] += self._induction(p, r0, c0)
-        if c0 == 0 and r0 + r > 1:  # the first token's column, rows after the first (the sink share)
-            acc[6] += p[:, max(0, 1 - r0):, 0].sum(-1, dtype=torch.float64)
+        h, r, c = p.shape
+        weights = self._weights(r0, c0, r, c, p.device)  # R * C, 5
+        flat = p.reshape(h, r * c)
+        step = max(1, CHUNK_CELLS // c) * c  # rows at a time: the float64 copy stays a few MB
+        for at in range(0, r * c, step):
+            acc[:5] += (flat[:, at : at + step].double() @ weights[at : at + step]).T
+        # 0 log 0 = 0: p * log(max(p, tiny)) is exactly 0 where p is 0, and p log p elsewhere
+        acc[5] -= (p * p.clamp_min(TINY).log()).sum((-2, -1)).double()
+        rows, cols = self._pairs(r0, c0, r, c, p.device)
+        if rows.numel():
+            found = p[:, rows, cols]  # H, pairs
+            acc[6] += torch.where(found >= self.threshold, found, 0.0).sum(-1, dtype=torch.float64)
 
-    def _induction(self, p: torch.Tensor, r0: int, c0: int) -> torch.Tensor:
-        """[H] float64: sum over the block's (i, j) with j - 1 < i and token[j - 1] == token[i] of p[i, j] where
-        p[i, j] >= threshold. Each earlier occurrence k = j - 1 of row i's token is one such j."""
-        _, r, c = p.shape
-        ids, before = self._on(p.device)  # T; T (token[j - 1], -1 at j = 0)
-        rows = torch.arange(r0, r0 + r, device=p.device)
-        cols = torch.arange(c0, c0 + c, device=p.device)
-        match = (before[c0 : c0 + c][None, :] == ids[r0 : r0 + r][:, None]) & (cols[None, :] <= rows[:, None])
-        kept = match & (p >= self.threshold)  # H, R, C
-        return torch.where(kept, p, 0.0).sum((-2, -1), dtype=torch.float64)
-
-    def _on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        made = self._tokens.get(device)
-        if made is None:
-            ids = torch.from_numpy(self.ids).to(device)
-            before = torch.cat((torch.full((1,), -1, dtype=torch.int64, device=device), ids[:-1]))
-            made = self._tokens[device] = (ids, before)
+    def _weights(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> torch.Tensor:
+        """[R * C, 5] float64, row-major over (i, j) of the block: [i == j, j == i - 1, |i - j|, (i - j)^2,
+        j == 0 < i], the weights of self_attention, prev_token, distance, distance_squared and the first token."""
+        key = (r0, c0, r, c, device)
+        made = self._geometry.get(key)
+        if made is not None:
+            return made
+        i = torch.arange(r0, r0 + r, device=device, dtype=torch.float64)[:, None]
+        j = torch.arange(c0, c0 + c, device=device, dtype=torch.float64)[None, :]
+        d = (i - j).abs()
+        made = torch.stack([(d == 0).double(), (i - j == 1).double(), d, d * d,
+                            ((j == 0) & (i > 0)).double()], -1).reshape(r * c, 5)
+        if made.nbytes + sum(w.nbytes for w in self._geometry.values()) <= GEOMETRY_BYTES:
+            self._geometry[key] = made
         return made
+
+    def _pairs(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The induction pairs inside the block, in its coordinates: (i, j) with j - 1 < i and token[j - 1] ==
+        token[i] (each earlier occurrence k = j - 1 of row i's token is one such j)."""
+        i, j = self._all_pairs
+        inside = (i >= r0) & (i < r0 + r) & (j >= c0) & (j < c0 + c)
+        return (torch.from_numpy(i[inside] - r0).to(device), torch.from_numpy(j[inside] - c0).to(device))
 
     def result(self) -> HeadSums:
         n = int(self.ids.size)
-        sums = np.stack([self.layers[layer].cpu().numpy() for layer in sorted(self.layers)])  # L, 7, H
-        return HeadSums(*(sums[:, k] for k in range(len(SUMS))), positions=n, prev_positions=n - 1,
+        stacked = np.stack([self.layers[layer].cpu().numpy() for layer in sorted(self.layers)])  # L, 7, H
+        sums = {name: stacked[:, k] for k, name in enumerate(ROWS)}
+        return HeadSums(*(sums[name] for name in SUMS), positions=n, prev_positions=n - 1,
                         induction_positions=int(self.repeated.sum()), sequences=1,
-                        first_token=sums[:, len(SUMS)] / (n - 1))
+                        first_token=sums["first_token"] / (n - 1))
 
 
 @torch.inference_mode()

@@ -134,7 +134,7 @@ def test_short_sequences_and_blocks_split_over_columns(llama):
             _, found = sequence_measures(model.module, ids, chunk_rows=rows)
             for layer in range(a.shape[0]):
                 for head in range(a.shape[1]):
-                    indices, values = found.coo[layer][head]
+                    indices, values = found.coo(layer, head)
                     want_i, want_v = reference_coo(a[layer, head])
                     assert indices.tolist() == want_i
                     np.testing.assert_allclose(values, want_v, atol=1.01e-4, rtol=0)
@@ -189,8 +189,18 @@ def test_a_stopped_build_keeps_the_uninterrupted_examples(llama, built, tmp_path
             raise Stop
 
     with pytest.raises(Stop):
-        atlas.build(model, TEXTS, tmp_path, examples=True, warmup=2, commit_every=2, progress=stop)
-    atlas.build(model, TEXTS, tmp_path, examples=True, warmup=2)
+        atlas.build(model, TEXTS, tmp_path, examples=True, warmup=2, commit_every=2, commit_seconds=0, progress=stop)
+    # resumed with a commit after every text: each commit writes only the slots changed since the last
+    atlas.build(model, TEXTS, tmp_path, examples=True, warmup=2, commit_every=1, commit_seconds=0)
+    import duckdb
+
+    con = duckdb.connect(str(atlas.atlas_path(tmp_path)), read_only=True)
+    try:  # the tokens stored are exactly those of the sequences some head keeps
+        stored = {row[0] for row in con.execute("SELECT id FROM sequences").fetchall()}
+        kept = {row[0] for row in con.execute("SELECT DISTINCT sequence_id FROM examples").fetchall()}
+    finally:
+        con.close()
+    assert stored == kept and kept
     atlas_headvis.export(tmp_path, tmp_path / "t1")
     atlas_headvis.export(straight, tmp_path / "t2")
     for layer in range(model.info.n_layers):
