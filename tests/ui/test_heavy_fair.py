@@ -124,15 +124,18 @@ def test_a_job_the_memory_ceiling_stops_says_so_with_the_figures(lang):
         at = AppTest.from_function(refused_page, default_timeout=30)
         at.query_params["lang"] = lang
         at.run()
+        shown = [e.value for e in at.error]  # a job done within this run is shown by it (and then forgotten)
         [job] = [job for job in workbench().jobs.running() if "fair_refused" in job.key] or [None]
         if job is not None:
             assert job.finished.wait(30)
     finally:
         ceiling.limit = before
-    at.run()
+    if not shown:
+        at.run()
+        shown = [e.value for e in at.error]
     assert not at.exception, [e.value for e in at.exception]
     words = translate(lang, "trace_over_budget", need=0.0, budget=0.0, used=0.0)
-    [error] = [e.value for e in at.error]
+    [error] = shown
     # one layer's scores, their masked sum and probabilities, 16 x 1,024^2 floats each
     assert error.startswith(words.split("0.00")[0]) and "0.20 GB" in error
     assert not [m for m in at.markdown if m.value == "done"]
