@@ -39,7 +39,7 @@ import numpy as np
 
 import attnviz
 from attnviz.models.loaded_model import LoadedModel
-from attnviz.readouts import atlas_causal, atlas_examples, atlas_relations
+from attnviz.readouts import atlas_causal, atlas_detectors, atlas_examples, atlas_relations
 from attnviz.readouts.atlas_metrics import COUNTS, INDUCTION_THRESHOLD, METRICS, SUMS, HeadSums, sequence_sums
 
 logger = logging.getLogger(__name__)
@@ -277,9 +277,10 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=No
 def metrics(out_dir: str | Path) -> dict:
     """{"model", "n_texts", "n_sequences", "skipped", "seq_len", "complete", "metrics": {name: [layer][head]},
     "relations", "relation_sources", "relation_examples", "sink_share": [layer][head], "causal": {relation: {"grid",
-    "n_pairs", "skipped", ...}}} of the atlas in `out_dir` (a metric with no count is None, as in HeadVis's scatter
-    data; "relations" is `probe --json`'s, attnviz.readouts.atlas_relations.stored; "sink_share" and "causal" are
-    attnviz.readouts.atlas_causal's)."""
+    "n_pairs", "skipped", ...}}, "detectors": {detector: [layer][head]} or None} of the atlas in `out_dir` (a metric
+    with no count is None, as in HeadVis's scatter data; "relations" is `probe --json`'s,
+    attnviz.readouts.atlas_relations.stored; "sink_share" and "causal" are attnviz.readouts.atlas_causal's,
+    "detectors" attnviz.readouts.atlas_detectors')."""
     import duckdb
 
     path = atlas_path(out_dir)
@@ -296,6 +297,7 @@ def metrics(out_dir: str | Path) -> dict:
         relations = atlas_relations.stored(con)  # {"relations", "relation_sources", "relation_examples"}
         sink_share = atlas_causal.sink_grid(con, n_layers, n_heads)
         causal = atlas_causal.stored_causal(con)
+        detectors = atlas_detectors.detector_grids(con)
     finally:
         con.close()
     grids = {}
@@ -307,4 +309,4 @@ def metrics(out_dir: str | Path) -> dict:
         grids[name] = grid
     return {"model": model, "n_texts": int(n_texts), "n_sequences": int(n_sequences), "skipped": int(skipped),
             "seq_len": int(seq_len), "complete": finished is not None, "metrics": grids, **relations,
-            "sink_share": sink_share, "causal": causal}
+            "sink_share": sink_share, "causal": causal, "detectors": detectors}

@@ -48,13 +48,16 @@ def test_a_job_past_the_bound_says_why(lang):
     before, jobs.limit_s = jobs.limit_s, 0.3  # the process's one Workbench: put back below
     try:
         at = start(lang)
-        [job] = ours(jobs)
-        assert job.finished.wait(30)
+        warned = [w.value for w in at.warning]  # a job stopped within the first run is shown by it (then forgotten)
+        for job in ours(jobs):
+            assert job.finished.wait(30)
     finally:
         jobs.limit_s = before
-    at.run()  # the poll's rerun: the page draws how it ended
+    if not warned:
+        at.run()  # the poll's rerun: the page draws how it ended
+        warned = [w.value for w in at.warning]
     assert not at.exception, [e.value for e in at.exception]
-    assert [w.value for w in at.warning] == [translate(lang, "heavy_too_long", minutes=0.0)]
+    assert warned == [translate(lang, "heavy_too_long", minutes=0.0)]
     assert not [m for m in at.markdown if m.value == "done"]
 
 
