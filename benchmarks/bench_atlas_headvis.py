@@ -72,8 +72,9 @@ def hf_folder(out: Path) -> Path:
     return out
 
 
-def measure(command: list[str], env: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", MEASURED, *command], capture_output=True, text=True, env=env)
+def measure(command: list[str], env: dict, cwd: str | None = None) -> dict:
+    done = subprocess.run([sys.executable, "-c", MEASURED, *command], capture_output=True, text=True, env=env,
+                          cwd=cwd)
     line = next(row for row in done.stdout.splitlines() if row.startswith("MEASURED"))
     cpu, peak, wall, code = line.split()[1:]
     if int(code):
@@ -87,6 +88,9 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both")
+    parser.add_argument("--before", metavar="DIR",
+                        help="a checkout of an earlier commit (git worktree add DIR REV): its build runs too, "
+                             "interleaved, for a before/after in one run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
@@ -110,10 +114,13 @@ def main() -> None:
         print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, one thread each")
         print(f"{'round':5} {'run':22} {'CPU s':>8} {'wall s':>8} {'peak GB':>8}")
         for round_ in range(args.rounds):
-            for label, command, run_env in (("HeadVis's pipeline", theirs, their_env),
-                                            ("attnviz atlas build", ours + ["--out", str(scratch / f"ours{round_}")],
-                                             env)):
-                found = measure(command, run_env)
+            runs = [("HeadVis's pipeline", theirs, their_env, None),
+                    ("attnviz atlas build", ours + ["--out", str(scratch / f"ours{round_}")], env, None)]
+            if args.before:  # `python -m attnviz` run in the earlier checkout imports that attnviz
+                runs.append(("  the same, before", ours + ["--out", str(scratch / f"before{round_}")], env,
+                             args.before))
+            for label, command, run_env, cwd in runs:
+                found = measure(command, run_env, cwd)
                 print(f"{round_ + 1:5} {label:22} {found['cpu_s']:8.1f} {found['wall_s']:8.1f} "
                       f"{found['peak_gb']:8.2f}", flush=True)
         scatter = next((scratch / "headvis").rglob("scatter_data.json"), None)

@@ -46,10 +46,10 @@ logger = logging.getLogger(__name__)
 
 ATLAS_FILE = "atlas.duckdb"
 SEQ_LEN = 512  # HeadVis's default --seq-len
-# A commit every COMMIT_EVERY texts, but not within COMMIT_SECONDS of the last (a commit writes the examples kept,
-# a second or more for a 64-text corpus): a hard kill loses at most the larger of the two.
+# A commit every COMMIT_EVERY texts, but not within COMMIT_SECONDS of the last (a commit writes the examples changed,
+# about a second of CPU early in a SmolLM2 build, when most slots change): a hard kill loses at most the larger.
 COMMIT_EVERY = 16
-COMMIT_SECONDS = 20.0
+COMMIT_SECONDS = 60.0
 
 # What must be the same for a build to resume: the build table's columns, compared as stored.
 SETTINGS = ("model", "n_layers", "n_heads", "seq_len", "induction_threshold")

@@ -372,8 +372,7 @@ class Samplers:
         for layer, head, interval in changed:
             # a reservoir's order is its state: each example's position in it is stored
             for position, e in enumerate(self.kept.get((layer, head, interval), [])):
-                rows.append([layer, head, interval, e.sequence_id, e.max, e.indices.tolist(), e.values.tolist(),
-                             e.seq_len, position])
+                rows.append([layer, head, interval, e.sequence_id, e.max, e.indices, e.values, e.seq_len, position])
         insert_rows(con, "examples", rows)
         used = {e.sequence_id for examples in self.kept.values() for e in examples}
         gone = sorted(self.stored_ids - used)

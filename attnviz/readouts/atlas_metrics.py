@@ -140,6 +140,7 @@ class AtlasSums:
         self.layers: dict[int, torch.Tensor] = {}
         self._geometry: dict[tuple, torch.Tensor] = {}  # a block shape's weights (`_weights`), for every layer
         self._all_pairs = induction_pairs(self.ids)
+        self._block_pairs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         if n_rows != self.ids.size:
@@ -186,9 +187,14 @@ class AtlasSums:
     def _pairs(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """The induction pairs inside the block, in its coordinates: (i, j) with j - 1 < i and token[j - 1] ==
         token[i] (each earlier occurrence k = j - 1 of row i's token is one such j)."""
-        i, j = self._all_pairs
-        inside = (i >= r0) & (i < r0 + r) & (j >= c0) & (j < c0 + c)
-        return (torch.from_numpy(i[inside] - r0).to(device), torch.from_numpy(j[inside] - c0).to(device))
+        key = (r0, c0, r, c, device)
+        made = self._block_pairs.get(key)
+        if made is None:  # the same for every layer
+            i, j = self._all_pairs
+            inside = (i >= r0) & (i < r0 + r) & (j >= c0) & (j < c0 + c)
+            made = self._block_pairs[key] = (torch.from_numpy(i[inside] - r0).to(device),
+                                             torch.from_numpy(j[inside] - c0).to(device))
+        return made
 
     def result(self) -> HeadSums:
         n = int(self.ids.size)
