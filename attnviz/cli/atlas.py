@@ -1,5 +1,7 @@
-"""`python -m attnviz atlas build | metrics`: a head atlas over a corpus (attnviz.readouts.atlas): HeadVis's six
-metrics of every head from one streaming pass, kept in `DIR/atlas.duckdb`, resumable; `metrics` prints them."""
+"""`python -m attnviz atlas build | metrics | export | import`: a head atlas over a corpus (attnviz.readouts.atlas):
+HeadVis's six metrics of every head from one streaming pass, kept in `DIR/atlas.duckdb`, resumable; `metrics` prints
+them; `export` and `import` write and read HeadVis's data tree (`import --for-model SOURCE`: as the published atlas
+the Atlas page shows beside the model's own, attnviz.readouts.atlas_folders)."""
 
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ def add_parser(commands) -> None:
     build.add_argument("--ray-address", default=None, metavar="ADDR",
                        help="join the Ray cluster at ADDR (HOST:6379 from a node of it; default: a local Ray of "
                             "--workers CPUs)")
+    build.add_argument("--no-detectors", action="store_true",
+                       help="do not compute each head's detector scores (previous-token, duplicate-token, "
+                            "induction on repeated random tokens, as `heads`)")
     build.add_argument("--no-examples", action="store_true",
                        help="do not sample each head's top examples (HeadVis's intervals; not on Ray workers)")
     export = actions.add_parser("export", help="write an atlas as HeadVis's data tree, or its tables as Parquet")
@@ -55,7 +60,12 @@ def add_parser(commands) -> None:
     to.add_argument("--parquet", help="a folder: one <table>.parquet per table of the atlas")
     imported = actions.add_parser("import", help="read a HeadVis data tree into an atlas folder")
     imported.add_argument("--headvis", required=True, help="the tree's folder")
-    imported.add_argument("--out", required=True, help="a new atlas folder")
+    into = imported.add_mutually_exclusive_group(required=True)
+    into.add_argument("--out", help="a new atlas folder")
+    into.add_argument("--for-model", metavar="SOURCE",
+                      help="the published atlas of SOURCE (a model as the app loads it) that the Atlas page shows "
+                           "beside its own: written into the app's atlas folder (ATTNVIZ_ATLAS_DIR, else atlas/ in "
+                           "the model cache's folder), replacing the one there")
     shown = actions.add_parser("metrics", help="print an atlas's metrics")
     shown.add_argument("--atlas", required=True, help="the atlas folder")
     shown.add_argument("--json", action="store_true", help="print {model, n_texts, metrics: {name: [layer][head]}, "
@@ -98,9 +108,16 @@ def run(args) -> int:
             print(f"wrote {len(written)} tables to {args.parquet}", file=sys.stderr)
         elif args.atlas_command == "export":
             print(f"wrote {atlas_headvis.export(args.atlas, args.headvis)}", file=sys.stderr)
-        else:
+        elif args.out is not None:
             result = atlas_headvis.import_tree(args.headvis, args.out)
             print(f"imported {result['model']} into {args.out}", file=sys.stderr)
+        else:
+            from attnviz.readouts.atlas_folders import published_folder_for
+
+            folder = published_folder_for(args.for_model)
+            result = atlas_headvis.import_into_place(args.headvis, folder)
+            print(f"imported {result['model']} into {folder}: the Atlas page shows it beside the atlas of "
+                  f"{args.for_model}", file=sys.stderr)
         return 0
     from attnviz.readouts import atlas, atlas_examples, atlas_relations
 
@@ -113,10 +130,10 @@ def run(args) -> int:
         raise ValueError(f"{args.texts} has no texts" if args.texts is not None else "the relation files have no items")
     if args.workers > 1 or args.ray_address:
         _build_on_ray(args, total, sources)
-        if not (sources or args.pairs):
+        if not (sources or args.pairs or not args.no_detectors):
             return 0
-        # the relations and the causal weight run here, on one model loaded once for both
-        print(f"loading {args.model} for the relations and the causal weight ...", file=sys.stderr)
+        # the relations, the causal weight and the detectors run here, on one model loaded once for them all
+        print(f"loading {args.model} for the relations, the causal weight and the detectors ...", file=sys.stderr)
         model = attnviz.load(args.model)
     else:
         start = time.perf_counter()
@@ -132,7 +149,19 @@ def run(args) -> int:
         _relations(args, sources, model)
     if args.pairs:
         _causal(args, model)
+    if not args.no_detectors:
+        _detectors(args, model)
     return 0
+
+
+def _detectors(args, model) -> None:
+    """Each head's detector scores (attnviz.readouts.atlas_detectors), kept where the same settings are stored."""
+    from attnviz.readouts import atlas_detectors
+
+    start = time.perf_counter()
+    atlas_detectors.build_detectors(
+        model, args.out, progress=lambda done, total: _show_count("detectors: sequences", done, total))
+    print(f"detectors {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 def _show_count(prefix: str, done: int, total: int) -> None:

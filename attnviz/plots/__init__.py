@@ -20,6 +20,8 @@ One module per job, each re-exported here as `plots.X`:
 - `readout`: the logit lens's picture and target curve, a per-layer column, information-flow routes;
 - `atlas`: the Atlas page's head finder scatter (`head_scatter`) and one head's metrics among the model's
   (`metric_strips`);
+- `atlas_head`: one head's max-activation and |q - k| histograms (`max_histogram`, `qk_distance_histogram`), and
+  our metrics against a published atlas's (`metric_agreement`);
 - `notebook`: one call per figure of the app, from a trace (`mosaic_figure`, `head_figure`, `score_figure`...).
 
 Size rule (docs/app.md, "Facts checked on streamlit"): plotly >= 6 sends numpy arrays base64-encoded, so a figure's
@@ -32,6 +34,7 @@ come from a `PlotText`, English by default: the UI passes a translated one.
 """
 
 from attnviz.plots.atlas import head_scatter, metric_strips
+from attnviz.plots.atlas_head import max_histogram, metric_agreement, qk_distance_histogram
 from attnviz.plots.colors import (
     COLORSCALES,
     DIFFERENCE_COLORS,
@@ -74,3 +77,4 @@ __all__ = [
 ]
 __all__ += ["qk_map_figure"]
 __all__ += ["head_scatter", "metric_strips"]
+__all__ += ["max_histogram", "metric_agreement", "qk_distance_histogram"]

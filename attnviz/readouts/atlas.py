@@ -263,6 +263,8 @@ def _save(con, sums: HeadSums, done: int, chain: str, finished: bool, sampler=No
         atlas_causal.save_sink(con, sums)
         if sampler is not None:
             sampler.save(con)
+            if finished:
+                sampler.compact(con)
         con.execute("COMMIT")
         if sampler is not None:
             sampler.committed()

@@ -395,6 +395,16 @@ class Samplers:
         insert_rows(con, "qk_distance_mass", mass)
         insert_rows(con, "example_state", state)
 
+    @staticmethod
+    def compact(con) -> None:
+        """Rewrite the examples in (layer, head, interval, position) order, at a build's end: the rows a commit
+        deleted (a slot's earlier examples) are gone, and each head's rows sit together, so that reading one head
+        (attnviz.readouts.atlas_head) skips the row groups of the others by their min-max layer and head."""
+        con.execute("CREATE TABLE examples_sorted AS SELECT * FROM examples "
+                    "ORDER BY layer, head, interval, position")
+        con.execute("DROP TABLE examples")
+        con.execute("ALTER TABLE examples_sorted RENAME TO examples")
+
     def committed(self) -> None:
         """The transaction of the last `save` committed: what it wrote is what the tables hold (a rolled-back one
         leaves `changed` as it was, to be written by the next save)."""

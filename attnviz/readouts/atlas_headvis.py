@@ -34,10 +34,10 @@ import attnviz
 from attnviz.analysis.lines import read_bytes
 from attnviz.readouts import atlas
 from attnviz.readouts.atlas_examples import MAX_BINS, N_INTERVALS, QK_DISTANCE_EDGES, Samplers
+from attnviz.readouts.atlas_head import top
 from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, METRICS
 from attnviz.readouts.atlas_store import insert_rows
 
-TOP_TOKENS = 50
 CONFIG_BYTES = 16 * 2**20
 TREE_FILE_BYTES = 256 * 2**20
 DESCRIPTIONS = {
@@ -147,8 +147,7 @@ def _head(sampler: Samplers | None, layer: int, head: int) -> dict:
 
 
 def _top(weights: dict[str, float]) -> list[dict]:
-    ranked = sorted(weights.items(), key=lambda item: -item[1])[:TOP_TOKENS]  # stable: first seen first on ties
-    return [{"token": token, "weight": round(weight, 4)} for token, weight in ranked]
+    return [{"token": token, "weight": weight} for token, weight in top(weights)]  # stable: first seen first
 
 
 # Reading a tree.
@@ -233,9 +232,28 @@ def _head_payload(payload, where: str) -> dict:
     return payload
 
 
+def _histogram_row(layer: int, head: int, payload: dict) -> list | None:
+    """A head's `max_histogram` row from its tree's `histogram` (the count of sequences per bin of their max) and
+    `statistics.mean_max_activation`; None where the tree has no well-formed one (it is shown, not needed)."""
+    histogram = payload.get("histogram")
+    if not isinstance(histogram, dict):
+        return None
+    edges, counts = histogram.get("bin_edges"), histogram.get("bin_values")
+    if not (isinstance(edges, list) and isinstance(counts, list) and len(edges) == len(counts) + 1 and counts
+            and all(_number(e) and e is not None for e in edges)
+            and all(_number(c) and c is not None and c >= 0 and float(c).is_integer() for c in counts)):
+        return None
+    n = int(sum(counts))
+    statistics = payload.get("statistics")
+    mean = statistics.get("mean_max_activation") if isinstance(statistics, dict) else None
+    max_sum = float(mean) * n if _number(mean) and mean is not None else None
+    return [layer, head, [float(e) for e in edges], [int(c) for c in counts], max_sum, n]
+
+
 def import_tree(tree: str | Path, out_dir: str | Path) -> dict:
     """Read the HeadVis tree `tree` into a new atlas folder `out_dir` (its metrics in `heads`, its sequences in
-    `examples` and `sequences`); returns `atlas.metrics(out_dir)`. The folder must not hold an atlas yet."""
+    `examples` and `sequences`, each head's max histogram, where well-formed, in `max_histogram`); returns
+    `atlas.metrics(out_dir)`. The folder must not hold an atlas yet."""
     import duckdb
 
     read = read_tree(tree)
@@ -279,7 +297,32 @@ def import_tree(tree: str | Path, out_dir: str | Path) -> dict:
                              s["seq_len"], position])
         insert_rows(con, "examples", rows)
         insert_rows(con, "sequences", [[sid, list(key)] for key, sid in tokens_of.items()])
+        histograms = [_histogram_row(layer, head, payload) for (layer, head), payload in sorted(read["heads"].items())]
+        insert_rows(con, "max_histogram", [row for row in histograms if row is not None])
         con.execute("COMMIT")
     finally:
         con.close()
     return atlas.metrics(out_dir)
+
+
+def import_into_place(tree: str | Path, folder: str | Path) -> dict:
+    """`import_tree` into `folder`, replacing the atlas there, never half: the import is written into
+    `<folder>.partial` (one left by an import stopped part way is removed first) and renamed into place, so a
+    page reading `folder` sees the old atlas or the new one. Returns the new one's `atlas.metrics`."""
+    import os
+    import shutil
+
+    folder = Path(folder)
+    partial, old = folder.with_name(folder.name + ".partial"), folder.with_name(folder.name + ".old")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        import_tree(tree, partial)  # a malformed tree is refused here, before the atlas in place is touched
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if folder.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(folder, old)
+    os.replace(partial, folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return atlas.metrics(folder)

@@ -1,9 +1,11 @@
 """The Atlas page (issue 37, "Browse"): the loaded model's head atlas (workbench.atlas: HeadVis's six metrics of
 every head pooled over a corpus), as HeadVis's head finder: every head a point on two metrics, coloured by a third,
 with filters; a click on a point selects that head: its six metrics beside the model's distribution (its rank per
-metric), its relation scores where the atlas has them, and "Open in Explore" (the focus's head, then the Explore
-page). Then the seed's table (Head 1 subject-verb ... Head 4 semantic association) where the atlas has relations.
-Without an atlas, the build over the shipped probe sets is a heavy action (ui/heavy.py)."""
+metric), its detector scores where the atlas has them, its relation scores, "Open in Explore" (the focus's head,
+then the Explore page), its examples with its attention drawn on their tokens and its histograms
+(ui/atlas_examples.py), and a published atlas beside ours (ui/atlas_published.py). Then the seed's table (Head 1
+subject-verb ... Head 4 semantic association) where the atlas has relations. Without an atlas, the build over the
+shipped probe sets is a heavy action (ui/heavy.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import shlex
 import streamlit as st
 
 from attnviz import plots
+from attnviz.ui import atlas_examples, atlas_published
 from attnviz.ui.escape import md
 from attnviz.ui.focus import focus, head_label, set_focus
 from attnviz.ui.focus_line import focus_line
@@ -22,7 +25,7 @@ from attnviz.ui.sidebar import sidebar
 from attnviz.ui.widgets import picked_head
 from attnviz.workbench import atlas as work
 
-EXPLORE_PAGE = "app_pages/0_Explore.py"
+EXPLORE_PAGE = atlas_examples.EXPLORE_PAGE
 SCATTER = "atlas_scatter"
 SELECTED = "_atlas_head"  # (atlas folder, layer, head) of the head a click chose; no widget owns the key
 DEFAULT_AXES = ("prev_token_score", "self_attention_score", "pattern_entropy")
@@ -121,6 +124,10 @@ def show(found: dict, model, source: str, scope: str) -> None:
                     config={"displaylogo": False})
     st.caption(t("atlas_shown", n=figure.layout.meta["points"], total=n_layers * n_heads))
     dashboard(found, names, grids, scope, *selected)
+    label = head_label(*selected)
+    atlas_examples.section(model, work.atlas_folder(workbench(), source), *selected, label, "atlas_ours", own=True,
+                           seq_len=int(found.get("seq_len") or 0))
+    atlas_published.section(model, source, found, names, labels, *selected, label)
     seed(found, source)
 
 
@@ -175,10 +182,7 @@ def dashboard(found: dict, names: list[str], grids: dict, scope: str, layer: int
     st.subheader(t("atlas_head_title", head=label))
     left, right = st.columns([2, 3])
     ranks = [work.head_ranks(grids[name], layer, head) for name in names]
-    medians = []
-    for name in names:
-        values = sorted(_values(grids[name]))
-        medians.append(values[len(values) // 2] if values else None)
+    medians = [_median(grids[name]) for name in names]
     left.dataframe({
         t("atlas_column_metric"): [metric_label(name) for name in names],
         t("atlas_column_value"): [_number(value) for value, _, _ in ranks],
@@ -186,6 +190,7 @@ def dashboard(found: dict, names: list[str], grids: dict, scope: str, layer: int
         t("atlas_column_median"): [_number(m) for m in medians],
     }, hide_index=True, key="atlas_head_metrics")
     left.caption(t("atlas_rank_help"))
+    detectors(left, found, layer, head)
     if left.button(t("atlas_open_explore", head=label), key="atlas_open_explore", type="primary"):
         set_focus(layer=layer, head=head)
         st.switch_page(EXPLORE_PAGE)
@@ -205,6 +210,28 @@ def dashboard(found: dict, names: list[str], grids: dict, scope: str, layer: int
     else:
         st.caption(t("atlas_no_relations"))
     weights(found, label, layer, head)
+
+
+def detectors(column, found: dict, layer: int, head: int) -> None:
+    """The head's detector scores (previous token, duplicate token, induction on repeated random tokens) with
+    their ranks, where the atlas has them (workbench.atlas.detector_grids: nothing when it has none)."""
+    grids = work.detector_grids(found)
+    if not grids:
+        return
+    ranks = {name: work.head_ranks(grid, layer, head) for name, grid in grids.items()}
+    column.dataframe({
+        t("atlas_column_detector"): [t(f"atlas_detector_{name}") for name in grids],
+        t("atlas_column_value"): [_number(ranks[name][0]) for name in grids],
+        t("atlas_column_rank"): [f"{ranks[name][1]} / {ranks[name][2]}" if ranks[name][1] is not None else "–"
+                                 for name in grids],
+        t("atlas_column_median"): [_number(_median(grid)) for grid in grids.values()],
+    }, hide_index=True, key="atlas_head_detectors")
+    column.caption(t("atlas_detectors_help"))
+
+
+def _median(grid) -> float | None:
+    values = sorted(_values(grid))
+    return values[len(values) // 2] if values else None
 
 
 def weights(found: dict, label: str, layer: int, head: int) -> None:

@@ -52,7 +52,8 @@ def stage_label(stage: str) -> str:
 TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "finder_relation", "finder_mode",
                       "finder_builtin", "finder_kind", "finder_example_direction", "pair_filter", "line_direction",
                       "ablation_layers", "translate_preset", "translate_kind", "lens",
-                      "sinks_mine", "sinks_show", "qkmap_corpus", "qkmap_colour")
+                      "sinks_mine", "sinks_show", "qkmap_corpus", "qkmap_colour",
+                      "atlas_ours_example", "atlas_ours_query", "atlas_pub_example", "atlas_pub_query")
 
 
 def _language_changed() -> None:

@@ -8,33 +8,41 @@ or "off": no atlas), else `atlas/` in the model cache's folder (attnviz.loading.
 app builds into `<name>.partial` and renames it into place when the build is complete, so a reader never sees
 half an atlas and a build stopped part way (Cancel, the host's time bound) resumes from where it stopped. The
 command line builds one over a person's own corpus into the same folder (`atlas build --out`; `folder_name`).
+Beside it, `<name>.published` holds a published atlas (a HeadVis tree, `atlas import --for-model`) that the page
+shows next to ours. Both folders' rules are attnviz.readouts.atlas_folders', which the command line shares.
+
+One head's examples and histograms are read apart from the metrics, with SQL for that head alone
+(`head_read`), once per version of the file and head.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 from pathlib import Path
 
-from attnviz.loading.cache import cache_dir
 from attnviz.models.loaded_model import LoadedModel
 from attnviz.probesets import builtin_items
 from attnviz.probesets.patch_pairs import builtin_patch_pairs
-from attnviz.readouts import atlas
+from attnviz.readouts import atlas, atlas_detectors, atlas_head
+from attnviz.readouts.atlas_folders import ATLAS_DIR_VARIABLE, atlas_root, folder_name, published_name
 from attnviz.readouts.atlas_metrics import METRICS
 from attnviz.workbench import shelf
 from attnviz.workbench.shared import Workbench
 from attnviz.workbench.traces import trace_bytes
 
-__all__ = ["METRICS", "RELATIONS", "atlas_folder", "build_builtin", "builtin_plan", "builtin_texts", "head_ranks",
-           "relation_scores", "seed_table", "stored"]
+__all__ = ["ATLAS_DIR_VARIABLE", "DETECTORS", "METRICS", "RELATIONS", "atlas_folder", "atlas_root", "build_builtin",
+           "builtin_plan", "builtin_texts", "detector_grids", "example_text", "folder_name", "head_ranks", "head_read",
+           "published", "published_folder", "relation_scores", "seed_table", "stored"]
 
 log = logging.getLogger(__name__)
 
-ATLAS_DIR_VARIABLE = "ATTNVIZ_ATLAS_DIR"
 PARTIAL = ".partial"
+# The detectors `atlas.metrics` may give (TransformerLens-style scores on repeated random tokens), in this order.
+DETECTORS = ("previous_token", "duplicate_token", "induction")
+# Special tokens an example's text keeps: the tokenizer would read "[UNK]" back as the unknown token it was.
+UNKNOWN_TOKENS = ("[UNK]", "<unk>", "<UNK>")
 # The seed's four relations in its order (Head 1 主谓关系 ... Head 4 语义关联).
 RELATIONS = ("subject-verb", "coreference", "modifier", "semantic")
 # An advance reserved around a build besides the forward passes, which spend against the ceiling themselves
@@ -54,17 +62,6 @@ SECONDS_PER_PATCHED_PARAM = 9e-11
 RELATION_BATCH = 32  # `probe --batch-size`'s default (atlas_relations.BATCH_SIZE): the same numbers as `probe`
 
 
-def atlas_root(environ=os.environ) -> Path | None:
-    """The folder atlases live in: $ATTNVIZ_ATLAS_DIR, else atlas/ in the model cache's folder; None when
-    either is switched off ("" or "off")."""
-    value = environ.get(ATLAS_DIR_VARIABLE)
-    if value is not None:
-        value = value.strip()
-        return None if value in ("", "off") else Path(value).expanduser()
-    root = cache_dir(environ)
-    return None if root is None else root / "atlas"
-
-
 def store_key(bench: Workbench, name: str) -> str:
     """The model store's key of the model shown as `name` (shelf.load_model), or `name` itself for the untrained
     fallback (no source of its own)."""
@@ -77,18 +74,48 @@ def store_key(bench: Workbench, name: str) -> str:
         return name
 
 
-def folder_name(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-
 def atlas_folder(bench: Workbench, name: str) -> Path | None:
     """The folder of the atlas of the model shown as `name`, or None when atlases are switched off."""
     root = atlas_root()
     return None if root is None else root / folder_name(store_key(bench, name))
 
 
+def published_folder(bench: Workbench, name: str) -> Path | None:
+    """The folder of the published atlas shown beside the model's own (`atlas import --for-model`, written by
+    the command line under the same root: attnviz.readouts.atlas_folders), or None when atlases are off."""
+    root = atlas_root()
+    return None if root is None else root / published_name(store_key(bench, name))
+
+
 def _nbytes(found: dict) -> int:
     return 4 * len(repr(found)) + 1_000
+
+
+def _version(folder: Path | None) -> tuple | None:
+    """The version of the atlas file in `folder` (modification time and size), None when there is none: what
+    the views store's keys hold, so that a rebuilt or replaced file is read again."""
+    if folder is None:
+        return None
+    try:
+        stat = atlas.atlas_path(folder).stat()
+    except OSError:
+        return None
+    return str(folder), stat.st_mtime_ns, stat.st_size
+
+
+def _read_metrics(bench: Workbench, folder: Path | None) -> dict | None:
+    version = _version(folder)
+    if version is None:
+        return None
+
+    def read() -> dict:
+        try:
+            return atlas.metrics(folder)
+        except Exception as error:
+            log.warning("the atlas %s could not be read: %s", folder, error)
+            raise ValueError("the atlas could not be read (a build may be writing it now)") from None
+
+    return bench.shared_value(("atlas", *version), read, _nbytes)
 
 
 def stored(bench: Workbench, name: str) -> dict | None:
@@ -96,23 +123,62 @@ def stored(bench: Workbench, name: str) -> dict | None:
     [head]}, ...}), or None when it has none. Read from DuckDB once per version of the file (its modification
     time and size) and then held in the views store: a rerun or a click costs a stat, not a read. ValueError
     when the file is there but cannot be read (a command-line build writing it now)."""
-    folder = atlas_folder(bench, name)
-    if folder is None:
-        return None
-    path = atlas.atlas_path(folder)
-    try:
-        stat = path.stat()
-    except OSError:
+    return _read_metrics(bench, atlas_folder(bench, name))
+
+
+def published(bench: Workbench, name: str) -> dict | None:
+    """The published atlas beside the model's own (`published_folder`), read as `stored` reads ours; None when
+    there is none, ValueError when it cannot be read."""
+    return _read_metrics(bench, published_folder(bench, name))
+
+
+def head_read(bench: Workbench, folder: Path | None, layer: int, head: int) -> atlas_head.HeadRead | None:
+    """One head's examples and histograms in the atlas at `folder` (one of the two above: never a visitor's
+    path), read with SQL for that head alone (attnviz.readouts.atlas_head) once per (file version, layer, head)
+    and shared; None when there is no atlas, ValueError when it cannot be read."""
+    version = _version(folder)
+    if version is None:
         return None
 
-    def read() -> dict:
+    def read() -> atlas_head.HeadRead:
         try:
-            return atlas.metrics(folder)
+            return atlas_head.read_head(atlas.atlas_path(folder), layer, head)
         except Exception as error:
-            log.warning("the atlas %s could not be read: %s", path, error)
+            log.warning("head L%d H%d of the atlas %s could not be read: %s", layer, head, folder, error)
             raise ValueError("the atlas could not be read (a build may be writing it now)") from None
 
-    return bench.shared_value(("atlas", str(folder), stat.st_mtime_ns, stat.st_size), read, _nbytes)
+    return bench.shared_value(("atlas_head", *version, int(layer), int(head)), read, lambda found: found.nbytes())
+
+
+def example_text(model, example: atlas_head.HeadExample, own: bool, seq_len: int) -> str:
+    """The text of an example for Explore. For the model's own atlas built here over the shipped sentences, an
+    example whose tokens are those of shipped sentence `sequence_id` (the text's index in the corpus) is that
+    sentence exactly; any other is its tokens joined (atlas_head.example_text), the model's special tokens left
+    out, e.g. a byte-level piece of a character decoded alone stays U+FFFD there."""
+    texts = builtin_texts()
+    if own and isinstance(model, LoadedModel) and 0 <= example.sequence_id < len(texts):
+        cut = min(seq_len, model.context_tokens)
+        ids = model.encode(texts[example.sequence_id], max_tokens=max(2, cut)).ids
+        if len(ids) < cut and tuple(model.tokenizer.decode_batch(
+                [[int(i)] for i in ids], skip_special_tokens=False)) == example.tokens:
+            return texts[example.sequence_id]
+    special = ()
+    if isinstance(model, LoadedModel):
+        try:
+            special = {token.content for token in model.tokenizer.get_added_tokens_decoder().values()
+                       if token.special and token.content not in UNKNOWN_TOKENS}
+        except AttributeError:  # a tokenizers release without it: the tokens as they are
+            special = ()
+    return atlas_head.example_text(example.tokens, special)
+
+
+def detector_grids(found: dict) -> dict[str, list]:
+    """The atlas's detector scores ({"previous_token": [layer][head], ...}) where `atlas.metrics` gives them, in
+    DETECTORS' order; {} when the key is missing, None or of another shape."""
+    detectors = found.get("detectors") if isinstance(found, dict) else None
+    if not isinstance(detectors, dict):
+        return {}
+    return {name: detectors[name] for name in DETECTORS if isinstance(detectors.get(name), list)}
 
 
 @functools.cache
@@ -208,7 +274,7 @@ def build_builtin(bench: Workbench, model, name: str, progress=None) -> dict:
                     progress(done, total)
 
             with bench.run_slot(need), bench.reserve(need, keep_model=name):
-                atlas.build(model, texts, partial, progress=step)
+                atlas.build(model, texts, partial, progress=step, examples=True)  # the dashboard's examples
                 relations(model, partial, lambda kind, done, _: step(len(texts) + done))
                 pairs_done = {}
 
@@ -217,6 +283,7 @@ def build_builtin(bench: Workbench, model, name: str, progress=None) -> dict:
                     step(2 * len(texts) + sum(pairs_done.values()))
 
                 causal(model, partial, pairs_step)
+                atlas_detectors.build_detectors(model, partial)  # 4 short sequences: a second or two
             if folder.is_dir():  # an empty folder left by hand; a non-empty one is refused by the rename
                 folder.rmdir()
             os.replace(partial, folder)
