@@ -22,6 +22,7 @@ from attnviz.loading import build_module
 from attnviz.probesets.patch_pairs import builtin_patch_pairs
 from attnviz.transformer.record import Recorder
 from tests.helpers import tiny_hf
+from tests.helpers.hf_hooks import first_input, hf_layers, with_first_input
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 TOL = 1e-4  # logit-difference units, as tests/interventions/test_patching.py
@@ -46,21 +47,6 @@ def gemma3():
 # --- the reference: HF's autograd through hooks on its modules ----------------------------------------------------
 
 
-def hf_points(hf):
-    """(decoder layer, output projection, MLP) of each layer."""
-    if hasattr(hf, "transformer"):  # GPT-2
-        return [(block, block.attn.c_proj, block.mlp) for block in hf.transformer.h]
-    return [(layer, layer.self_attn.o_proj, layer.mlp) for layer in hf.model.layers]
-
-
-def _first(args, kwargs):
-    return args[0] if args else kwargs["hidden_states"]
-
-
-def _with_first(args, kwargs, x):
-    return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
-
-
 def hf_run(hf, ids, position, target, contrast, zeros: bool):
     """One HF run: (its logit difference, {(point, layer): the activation [T, width]}, {(point, layer): the zero
     leaf added to it} when `zeros`). Points: "heads" the output projection's input, "mlp" the MLP's output,
@@ -74,11 +60,13 @@ def hf_run(hf, ids, position, target, contrast, zeros: bool):
         leaves[key] = torch.zeros_like(x, requires_grad=True)
         return x + leaves[key]
 
-    for layer, (block, proj, mlp) in enumerate(hf_points(hf)):
+    for layer, (block, proj, mlp) in enumerate(hf_layers(hf)):
         handles.append(proj.register_forward_pre_hook(
-            lambda m, a, k, layer=layer: _with_first(a, k, added(("heads", layer), _first(a, k))), with_kwargs=True))
+            lambda m, a, k, layer=layer: with_first_input(a, k, added(("heads", layer), first_input(a, k))),
+            with_kwargs=True))
         handles.append(block.register_forward_pre_hook(
-            lambda m, a, k, layer=layer: _with_first(a, k, added(("resid", layer), _first(a, k))), with_kwargs=True))
+            lambda m, a, k, layer=layer: with_first_input(a, k, added(("resid", layer), first_input(a, k))),
+            with_kwargs=True))
         handles.append(mlp.register_forward_hook(lambda m, a, out, layer=layer: added(("mlp", layer), out)))
     try:
         with torch.enable_grad():
@@ -103,7 +91,7 @@ def hf_attribution(hf, pair: patching.PatchPair, direction: str, n_heads: int) -
     value, receiving, leaves = hf_run(hf, ids, position, pair.target_id, pair.contrast_id, zeros=True)
     keys = sorted(leaves)
     grads = dict(zip(keys, torch.autograd.grad(value, [leaves[k] for k in keys])))
-    n_layers, t = len(hf_points(hf)), len(ids)
+    n_layers, t = len(hf_layers(hf)), len(ids)
     out = {"heads": np.full((n_layers, n_heads, t), np.nan), "mlp": np.full((n_layers, t), np.nan),
            "resid": np.full((n_layers, t), np.nan)}
     for (point, layer), grad in grads.items():

@@ -18,27 +18,13 @@ from attnviz.interventions import patching
 from attnviz.interventions.ablation import ScanStopped
 from attnviz.loading import build_module
 from tests.helpers import tiny_hf
+from tests.helpers.hf_hooks import first_input, hf_layers, with_first_input
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
 TOL = 1e-4
 
 
 # --- the reference: hooks on HF's modules ------------------------------------------------------------------
-
-
-def hf_layers(hf):
-    """(decoder layer, output projection, MLP) of each layer."""
-    if hasattr(hf, "transformer"):  # GPT-2
-        return [(block, block.attn.c_proj, block.mlp) for block in hf.transformer.h]
-    return [(layer, layer.self_attn.o_proj, layer.mlp) for layer in hf.model.layers]
-
-
-def _first(args, kwargs):
-    return args[0] if args else kwargs["hidden_states"]
-
-
-def _with_first(args, kwargs, x):
-    return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
 
 
 @torch.no_grad()
@@ -59,8 +45,8 @@ def hf_captured(hf, ids, position, target, contrast):
     seen = {}
     pre, post = [], []
     for layer, (block, proj, mlp) in enumerate(hf_layers(hf)):
-        pre.append((proj, lambda m, a, k, layer=layer: seen.__setitem__(("heads", layer), _first(a, k).clone())))
-        pre.append((block, lambda m, a, k, layer=layer: seen.__setitem__(("resid", layer), _first(a, k).clone())))
+        pre.append((proj, lambda m, a, k, layer=layer: seen.__setitem__(("heads", layer), first_input(a, k).clone())))
+        pre.append((block, lambda m, a, k, layer=layer: seen.__setitem__(("resid", layer), first_input(a, k).clone())))
         post.append((mlp, lambda m, a, out, layer=layer: seen.__setitem__(("mlp", layer), out.clone())))
     hf_value(hf, ids, position, target, contrast, pre, post)
     return seen
@@ -85,12 +71,12 @@ def hf_patched(hf, pair: patching.PatchPair, direction: str, source: dict, compo
         conv = isinstance(proj, tf.pytorch_utils.Conv1D)  # GPT-2's weight is [in, out]
         width = proj.weight.shape[0 if conv else 1] // hf.config.num_attention_heads
         cols = slice(index[0] * width, (index[0] + 1) * width)
-        pre = [(proj, lambda m, a, k: _with_first(a, k, put(_first(a, k), source[("heads", layer)], cols)))]
+        pre = [(proj, lambda m, a, k: with_first_input(a, k, put(first_input(a, k), source[("heads", layer)], cols)))]
         return hf_value(hf, ids, position, pair.target_id, pair.contrast_id, pre=pre)
     if name == "mlp_outputs":
         post = [(mlp, lambda m, a, out: put(out, source[("mlp", layer)]))]
         return hf_value(hf, ids, position, pair.target_id, pair.contrast_id, post=post)
-    pre = [(block, lambda m, a, k: _with_first(a, k, put(_first(a, k), source[("resid", layer)])))]
+    pre = [(block, lambda m, a, k: with_first_input(a, k, put(first_input(a, k), source[("resid", layer)])))]
     return hf_value(hf, ids, position, pair.target_id, pair.contrast_id, pre=pre)
 
 

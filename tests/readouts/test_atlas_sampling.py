@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.readouts.atlas_examples import QK_DISTANCE_EDGES, SequenceExamples, Samplers
+from attnviz.readouts.atlas_examples import QK_DISTANCE_EDGES, Samplers, SequenceExamples
 
 L, H, T = 3, 4, 6
 
