@@ -43,15 +43,18 @@ def _settings(con) -> tuple | None:
 
 def build_detectors(model, out_dir: str | Path, n: int = N_TOKENS, sequences: int = SEQUENCES, seed: int = SEED,
                     progress=None) -> dict[str, np.ndarray]:
-    """The detectors' [L, H] grids of `model` (an object with `run_ids`, as analysis.detect_heads takes) stored in
-    the atlas in `out_dir` (which must exist: `atlas build` first), or those stored already for the same settings.
-    `progress(done, total)` after each sequence."""
+    """The detectors' [L, H] grids of `model` (a LoadedModel: `run_ids` and `info.max_tokens`) stored in the atlas
+    in `out_dir` (which must exist: `atlas build` first), or those stored already for the same settings. `n` is
+    cut to half the model's context where that is shorter. `progress(done, total)` after each sequence."""
     import duckdb
 
     path = Path(out_dir) / ATLAS_FILE
     if not path.is_file():
         raise ValueError(f"{path}: no atlas there (build one with `atlas build`)")
     vocab_size, special = vocabulary(model)
+    n = min(n, model.info.max_tokens // 2)  # 2n tokens a sequence: a tiny model's context may be under 100
+    if n < 3:  # with n = 2 the induction target is the previous token (analysis.detectors)
+        raise ValueError(f"the detectors need 6 tokens a sequence; this model takes {model.info.max_tokens}")
     wanted = (n, sequences, seed, vocab_size)
     con = duckdb.connect(str(path))
     try:

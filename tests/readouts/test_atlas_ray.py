@@ -124,7 +124,7 @@ def test_the_command_line_with_two_workers_prints_the_same_json(local_ray, one_p
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     argv = ["atlas", "build", "--model", str(folder), "--texts", str(texts), "--out", str(tmp_path / "two"),
-            "--workers", "2"]
+            "--workers", "2", "--no-detectors"]  # the one-process atlas compared with has none
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "2 workers on a local Ray" in err and f"texts {len(TEXTS)}/{len(TEXTS)}" in err

@@ -107,8 +107,9 @@ def test_the_examples_histograms_and_the_published_atlas(built, tmp_path):
     # no published atlas yet: one caption and the command that imports one
     assert any(en("atlas_published_none") in c.value for c in at.caption)
     assert any(f"atlas import --headvis TREE --for-model {MINILM}" in c.value for c in at.code)
-    # no detectors in this atlas: no table of them
-    assert not tables(at, "detector")
+    # the first-use build computes the detectors: the head's three scores, ranked among the model's heads
+    [detectors] = tables(at, "detector")
+    assert len(detectors) == 3 and all(rank.endswith("/ 72") for rank in detectors["rank"])
 
     # a query token picked: its row shades the example
     at.selectbox(key="atlas_ours_query").set_value(1).run()
