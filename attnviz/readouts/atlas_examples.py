@@ -136,12 +136,8 @@ class AtlasExamples:
         both_v = torch.cat((values[pick, r0 : r0 + r], v), -1)
         both_j = torch.cat((columns[pick, r0 : r0 + r], j + c0), -1)
         v, at = both_v.topk(self.k, dim=-1)
-        if heads is None:
-            values[:, r0 : r0 + r] = v
-            columns[:, r0 : r0 + r] = both_j.gather(-1, at)
-        else:
-            values[heads, r0 : r0 + r] = v
-            columns[heads, r0 : r0 + r] = both_j.gather(-1, at)
+        values[pick, r0 : r0 + r] = v
+        columns[pick, r0 : r0 + r] = both_j.gather(-1, at)
 
     def _bins_of(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> torch.Tensor:
         """[R * C] int64: each cell's bin of |i - j| in QK_DISTANCE_EDGES (the last: >= 4,096)."""
@@ -243,7 +239,7 @@ class Samplers:
             if len(self.warmup_maxes) >= self.warmup:
                 self.set_boundaries()
             return
-        intervals = self._intervals(maxes)
+        intervals = self._intervals(maxes, self.boundaries)
         kept = False
         for (layer, head), interval in np.ndenumerate(intervals):
             value = float(found.max[layer, head])
@@ -281,11 +277,12 @@ class Samplers:
         draw = _draw(self.seed, layer, head, interval, n)
         return draw if draw < cap else None
 
-    def _intervals(self, maxes: np.ndarray) -> np.ndarray:
-        """int64 [L, H]: the interval (1 lowest) each head's max falls in, bisect_right over its boundaries."""
+    def _intervals(self, maxes: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
+        """int64, `maxes`' shape: the interval (1 lowest) each head's max falls in, bisect_right over its
+        `boundaries` (the last axis; all heads' [L, H, n - 1], or one layer's [H, n - 1])."""
         if self.n_intervals == 1:
             return np.ones(maxes.shape, np.int64)
-        return np.minimum((self.boundaries <= maxes[..., None]).sum(-1), self.n_intervals - 1) + 1
+        return np.minimum((boundaries <= maxes[..., None]).sum(-1), self.n_intervals - 1) + 1
 
     def keeps(self, sequence_id: int) -> Callable[[int, np.ndarray], np.ndarray]:
         """The predicate AtlasExamples asks for the sequence to be offered next as `sequence_id`: given one
@@ -295,8 +292,7 @@ class Samplers:
             if self.boundaries is None:
                 return np.zeros(len(maxes), bool)
             values = np.asarray(maxes, np.float32).astype(np.float64)
-            intervals = (np.ones(len(values), np.int64) if self.n_intervals == 1 else
-                         np.minimum((self.boundaries[layer] <= values[:, None]).sum(-1), self.n_intervals - 1) + 1)
+            intervals = self._intervals(values, self.boundaries[layer])
             return np.array([self._decide(layer, head, int(intervals[head]), sequence_id, float(values[head]))
                              is not None for head in range(len(values))])
 
