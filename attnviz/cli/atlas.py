@@ -52,7 +52,7 @@ def add_parser(commands) -> None:
                        help="do not compute each head's detector scores (previous-token, duplicate-token, "
                             "induction on repeated random tokens, as `heads`)")
     build.add_argument("--no-examples", action="store_true",
-                       help="do not sample each head's top examples (HeadVis's intervals; not on Ray workers)")
+                       help="do not sample each head's top examples (HeadVis's intervals)")
     export = actions.add_parser("export", help="write an atlas as HeadVis's data tree, or its tables as Parquet")
     export.add_argument("--atlas", required=True, help="the atlas folder")
     to = export.add_mutually_exclusive_group(required=True)
@@ -212,7 +212,7 @@ def _relations(args, sources, model) -> None:
 def _build_on_ray(args, total: int, sources) -> None:
     """`atlas build --workers N [--ray-address ADDR]`: the texts measured on Ray workers
     (attnviz.readouts.atlas_ray), the atlas stored as the one-process build stores it."""
-    from attnviz.readouts import atlas, atlas_ray
+    from attnviz.readouts import atlas, atlas_examples, atlas_ray
 
     atlas_ray.require_ray(f"--workers {args.workers}")  # one line on how to install it, before anything starts
     start = time.perf_counter()
@@ -220,7 +220,8 @@ def _build_on_ray(args, total: int, sources) -> None:
     print(f"{args.workers} workers on {where}, each loading {args.model} ...", file=sys.stderr)
     result = atlas_ray.build(args.model, _corpus(args, sources), args.out, workers=args.workers,
                              address=args.ray_address, seq_len=args.seq_len,
-                             progress=lambda done, _total: _show_count("texts", done, total))
+                             progress=lambda done, _total: _show_count("texts", done, total),
+                             examples=not args.no_examples, warmup=atlas_examples.warmup_size(total))
     print(f"{time.perf_counter() - start:.1f} s on {args.workers} workers; {result['n_texts']} texts "
           f"({result['skipped']} of one token left out) in {atlas.atlas_path(args.out)}", file=sys.stderr)
 

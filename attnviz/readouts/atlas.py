@@ -95,10 +95,12 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
     and possibly ahead (attnviz.readouts.atlas_ray's Ray workers); the sums are added, saved and resumed here
     alike.
 
-    `examples` (a LoadedModel only): also sample each head's top examples (attnviz.readouts.atlas_examples), the
-    first `warmup` sequences (default `atlas_examples.warmup_size` of the texts' count) fixing the intervals;
-    stored in the same transactions, resumed with the sums (a resumed build's sample is the uninterrupted one's).
-    A build without them leaves what is stored of them as it is."""
+    `examples`: also sample each head's top examples (attnviz.readouts.atlas_examples), the first `warmup`
+    sequences (default `atlas_examples.warmup_size` of the texts' count) fixing the intervals; stored in the same
+    transactions, resumed with the sums (a resumed build's sample is the uninterrupted one's). A `measure` computed
+    elsewhere is then called with `sampler=` and `first_id=` and yields (text, HeadSums, SequenceExamples or None),
+    with the rows of every head the sampler will keep. A build without them leaves what is stored of them as it
+    is."""
     import duckdb
 
     if isinstance(model, LoadedModel):
@@ -127,13 +129,14 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
         if had_sink or done:
             atlas_causal.load_sink(con, sums, done)  # the sink share's sums (NaN: an atlas from before them)
         sampler = None
-        if examples and isinstance(model, LoadedModel):
+        if examples:
             for statement in atlas_examples.Samplers.SCHEMA:
                 con.execute(statement)
             sampler = atlas_examples.Samplers.load(
                 con, info.n_layers, info.n_heads, atlas_examples.warmup_size(total) if warmup is None else warmup)
-        if sampler is not None:  # top-k rows only for the heads that will keep a text (Samplers.keeps)
-            measure = partial(measure_texts, model, examples=True, sampler=sampler, first_id=done)
+            # top-k rows only for the heads that will keep a text (Samplers.keeps; on Ray, each worker's shard's)
+            measure = (partial(measure_texts, model, examples=True, sampler=sampler, first_id=done)
+                       if isinstance(model, LoadedModel) else partial(model.measure, sampler=sampler, first_id=done))
         saved = done
         stored_chain = chain if done else None
         chain = ""

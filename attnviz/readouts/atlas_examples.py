@@ -15,11 +15,15 @@ Per sequence, one streaming pass (`AtlasExamples`, a Reduction of attnviz.transf
 
 Over the corpus, `Samplers` keeps per head HeadVis's sample: the first `warmup` sequences only fix the interval
 boundaries (quantiles of their max), then each sequence goes to the interval its max falls in; the top interval
-keeps the TOP_SAMPLES sequences of largest max (ties: the earlier sequence), each lower one a reservoir of
-SAMPLES_PER_INTERVAL (Algorithm R). Every sequence also counts in a 50-bin histogram of its max and in the mean
-max. Top-interval heaps merge exactly; reservoirs do not (two reservoirs give a uniform sample of the union only
-in distribution). A reservoir's draw for its n-th sequence is a hash of (seed, layer, head, interval, n), not a
-generator's running state, so a build stopped and resumed keeps exactly the uninterrupted build's sample.
+keeps the TOP_SAMPLES sequences of largest max (ties: the earlier sequence), each lower one a uniform sample of
+SAMPLES_PER_INTERVAL. Every sequence also counts in a 50-bin histogram of its max and in the mean max.
+
+The lower intervals' sample is a bottom-k sample, not HeadVis's Algorithm R: each sequence gets a priority, a hash
+of (seed, layer, head, interval, sequence id), and an interval keeps the sequences of smallest priority. Both are a
+uniform sample without replacement; this one is a function of the set of sequences offered, not of their order or
+of a generator's state, so (like the top interval's heap) it is the same whatever shards the corpus is measured in
+and however often a build is stopped and resumed: N Ray workers give the one-process sample exactly
+(attnviz.readouts.atlas_ray), and a resumed build the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 import torch
@@ -71,6 +75,7 @@ class SequenceExamples:
     threshold: float = SPARSE_THRESHOLD
     has_rows: np.ndarray | None = None  # bool [L, H]: the heads whose top-k rows were taken (None: every head)
     tokens: list[str] = field(default_factory=list)
+    rows: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None  # `compacted`'s COO per head
 
     def coo(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(flat indices i * T + j int64, values float64 rounded to 4 decimals) of the weights >= threshold among
@@ -78,12 +83,25 @@ class SequenceExamples:
         if self.has_rows is not None and not self.has_rows[layer, head]:
             raise RuntimeError(f"L{layer}H{head}'s rows were not taken: the sampler said no head would keep them "
                                "(a sequence offered out of its order?)")
+        if self.rows is not None:
+            return self.rows[layer, head]
         v, j = self.top_values[layer, head], self.top_columns[layer, head]  # T, k
         q = np.broadcast_to(np.arange(self.seq_len)[:, None], v.shape)
         kept = v >= self.threshold
         q, j, v = q[kept], j[kept], v[kept].astype(np.float64)
         order = np.lexsort((j, q))
         return (q * self.seq_len + j)[order], np.round(v[order], 4)
+
+
+    def compacted(self) -> SequenceExamples:
+        """The same findings with each taken head's COO made now and the [L, H, T, k] top-k arrays dropped: what a
+        Ray worker sends back (a few kilobytes a head kept, not the top-k of every head)."""
+        n_layers, n_heads = self.max.shape
+        taken = np.ones((n_layers, n_heads), bool) if self.has_rows is None else self.has_rows
+        rows = {(int(layer), int(head)): self.coo(int(layer), int(head)) for layer, head in np.argwhere(taken)}
+        empty = np.zeros((n_layers, n_heads, 0, 0))
+        return SequenceExamples(self.max, empty.astype(np.float32), empty.astype(np.int64), self.qk_mass,
+                                self.seq_len, self.threshold, taken, self.tokens, rows)
 
 
 class AtlasExamples:
@@ -194,10 +212,11 @@ def _example(found: SequenceExamples, sequence_id: int, value: float, layer: int
     return Example(sequence_id, value, *found.coo(layer, head), found.seq_len)
 
 
-def _draw(seed: int, layer: int, head: int, interval: int, n: int) -> int:
-    """Algorithm R's draw for the n-th sequence of a reservoir: uniform in [0, n), from a hash (module docstring)."""
-    digest = hashlib.blake2b(f"{seed}:{layer}:{head}:{interval}:{n}".encode("ascii"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % n
+@lru_cache(maxsize=1 << 16)
+def _priority(seed: int, layer: int, head: int, interval: int, sequence_id: int) -> int:
+    """A sequence's priority in one head's lower interval (module docstring): the smallest are kept."""
+    digest = hashlib.blake2b(f"{seed}:{layer}:{head}:{interval}:{sequence_id}".encode("ascii"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 class Samplers:
@@ -221,6 +240,20 @@ class Samplers:
         self.changed: set[tuple[int, int, int]] = set()
         self.stored_ids: set[int] = set()
         self._saving: tuple[set, set] | None = None
+
+    def settings(self) -> dict:
+        """What a shard's sampler shares with this one (`for_shard`): the shape and the sampling rule."""
+        return {"n_layers": self.shape[0], "n_heads": self.shape[1], "seed": self.seed,
+                "n_intervals": self.n_intervals, "per_interval": self.per_interval, "per_top": self.per_top}
+
+    @classmethod
+    def for_shard(cls, settings: dict, boundaries: np.ndarray) -> Samplers:
+        """A sampler of one shard of the corpus (a Ray worker's texts, offered in corpus order) with the whole
+        corpus's boundaries: of the shard's sequences it keeps at least those the whole corpus's sampler keeps
+        (`_decide`), so asked ahead (`keeps`) it names every head whose rows the corpus's sampler will want."""
+        self = cls(warmup=0, **settings)
+        self.boundaries = np.array(boundaries, dtype=np.float64)
+        return self
 
     def capacity(self, interval: int) -> int:
         return max(self.per_interval, self.per_top) if self.n_intervals == 1 else (
@@ -264,18 +297,23 @@ class Samplers:
 
     def _decide(self, layer: int, head: int, interval: int, sequence_id: int, value: float) -> int | None:
         """Where in its slot one head's interval would put a sequence offered now (None: it would not keep it):
-        the top interval keeps the largest max, earlier on ties; a lower one is a reservoir (Algorithm R).
-        Reads the state only, so `keeps` can ask it ahead of `add`."""
+        the top interval keeps the largest max, earlier on ties; a lower one the smallest priority (`_priority`).
+        Reads the state only, so `keeps` can ask it ahead of `add`. Either rule keeps a sequence offered now only
+        if it would keep it among any subset of the sequences offered before it (what a Ray worker relies on)."""
         slot = self.kept.get((layer, head, interval), [])
-        n, cap = int(self.n_seen[layer, head, interval - 1]) + 1, self.capacity(interval)
+        cap = self.capacity(interval)
         if interval == self.n_intervals or self.n_intervals == 1:
             if len(slot) >= cap and (-value, sequence_id) > (-slot[-1].max, slot[-1].sequence_id):
                 return None
             return len(slot)  # appended, then sorted into place
         if len(slot) < cap:
             return len(slot)
-        draw = _draw(self.seed, layer, head, interval, n)
-        return draw if draw < cap else None
+        ranks = [(self._priority(layer, head, interval, e.sequence_id), e.sequence_id) for e in slot]
+        last = max(range(len(slot)), key=ranks.__getitem__)
+        return last if (self._priority(layer, head, interval, sequence_id), sequence_id) < ranks[last] else None
+
+    def _priority(self, layer: int, head: int, interval: int, sequence_id: int) -> int:
+        return _priority(self.seed, layer, head, interval, sequence_id)
 
     def _intervals(self, maxes: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
         """int64, `maxes`' shape: the interval (1 lowest) each head's max falls in, bisect_right over its
@@ -316,14 +354,6 @@ class Samplers:
             slot[at] = example()
         self.changed.add((layer, head, interval))
         return True
-
-    def merge_top(self, other: Samplers) -> None:
-        """Add another shard's top intervals to these (exact: the union's largest); reservoirs are not merged."""
-        for (layer, head, interval), examples in other.kept.items():
-            if interval == self.n_intervals:
-                for example in examples:
-                    if self._keep(layer, head, interval, example.sequence_id, example.max, lambda e=example: e):
-                        self.tokens[example.sequence_id] = other.tokens[example.sequence_id]
 
     def examples(self, layer: int, head: int) -> list[tuple[int, Example]]:
         """(interval, example) of one head, interval 1 (lowest) first; the top interval by max, descending."""
@@ -366,7 +396,7 @@ class Samplers:
                 con.unregister("_changed_slots")
         rows = []
         for layer, head, interval in changed:
-            # a reservoir's order is its state: each example's position in it is stored
+            # each example's position in its slot, the order in which the page lists them
             for position, e in enumerate(self.kept.get((layer, head, interval), [])):
                 rows.append([layer, head, interval, e.sequence_id, e.max, e.indices, e.values, e.seq_len, position])
         insert_rows(con, "examples", rows)

@@ -15,6 +15,13 @@ the one-process build does (attnviz.readouts.atlas).
 - **Exact.** The sums are added in text order, one text at a time, as one process adds them: N workers give the
   one-process numbers (the counts exactly, the float64 sums the same up to the order in which a worker's torch
   reduces a pass, checked within 1e-12 by tests/readouts/test_atlas_ray.py).
+- **Examples** (atlas_examples). The driver's sampler decides, in text order, as for one process; a worker has
+  to take a text's top-k rows before the driver sees the text, so it keeps a sampler of its own texts with the
+  corpus's boundaries (`Samplers.for_shard`) and sends the rows of the heads that one keeps: both sampling rules
+  (the top interval's largest max, the lower intervals' smallest hash priority) keep a sequence only if they
+  would keep it among any subset of the sequences before it, so those heads include every head the driver keeps
+  it for, and the driver's sample is the one-process sample. Until the warmup has fixed the boundaries a chunk
+  goes out without them and comes back with every head's rows.
 
 Ray is an extra (`pip install "attnviz[ray]"`, pyproject.toml): `import ray` happens only inside the functions here,
 and a build on one process (`--workers 1`, no address) never reaches this module.
@@ -30,6 +37,7 @@ from pathlib import Path
 
 from attnviz.models.loaded_model import LoadedModel
 from attnviz.readouts import atlas
+from attnviz.readouts.atlas_examples import Samplers, SequenceExamples
 from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, HeadSums
 
 RAY_PIN = "ray==2.60.0"  # pyproject.toml's [project.optional-dependencies] ray
@@ -55,6 +63,7 @@ class AtlasWorker:
         import attnviz
 
         self.model, self.error = None, None
+        self.shard: Samplers | None = None  # the sampler of this worker's texts, once the boundaries are known
         try:
             self.model = attnviz.load(source)
         except (ValueError, OSError) as error:
@@ -72,6 +81,24 @@ class AtlasWorker:
     def measure(self, texts: list[str], seq_len: int, threshold: float) -> list[HeadSums]:
         """Each text's HeadSums, in order (atlas.measure_texts)."""
         return [part for _, part in atlas.measure_texts(self.model, texts, seq_len, threshold)]
+
+    def measure_examples(self, texts: list[str], seq_len: int, threshold: float, first_id: int, sampling: dict,
+                         boundaries) -> list[tuple[HeadSums, SequenceExamples | None]]:
+        """Each text's HeadSums and examples, the texts being the corpus's sequences `first_id`, `first_id + 1`,
+        ...: with the corpus's interval `boundaries`, only the rows of the heads this worker's own sampler of its
+        texts keeps (a superset of what the driver's keeps of them: Samplers.for_shard); before the driver knows
+        its boundaries (the warmup), every head's rows."""
+        if boundaries is not None and self.shard is None:
+            self.shard = Samplers.for_shard(sampling, boundaries)
+        sampler = None if boundaries is None else self.shard
+        found = []
+        for index, (_, sums, examples) in enumerate(atlas.measure_texts(
+                self.model, texts, seq_len, threshold, examples=True, sampler=sampler, first_id=first_id)):
+            if sampler is not None and examples is not None:
+                sampler.add(first_id + index, examples)
+                sampler.tokens.clear()  # the driver keeps the tokens; this sampler only decides
+            found.append((sums, None if examples is None else examples.compacted()))
+        return found
 
 
 def _get(ray, ref):
@@ -93,18 +120,30 @@ class RayShards:
             raise ValueError(f"chunk must be >= 1, got {chunk}")
         self.ray, self.actors, self.info, self.chunk = ray, actors, info, chunk
 
-    def measure(self, texts: Iterable[str], seq_len: int, threshold: float) -> Iterator[tuple[str, HeadSums]]:
+    def measure(self, texts: Iterable[str], seq_len: int, threshold: float, sampler: Samplers | None = None,
+                first_id: int = 0) -> Iterator[tuple]:
+        """(text, HeadSums) in text order; with a `sampler` (the build's, its texts the sequences `first_id`, ...),
+        (text, HeadSums, SequenceExamples or None), each chunk sent with the boundaries the sampler has then."""
         stream = iter(texts)
         busy = [0] * len(self.actors)  # chunks in flight per worker
         pending: deque = deque()  # (texts, worker, result ref), in text order
+        next_id = first_id
 
         def send() -> bool:
+            nonlocal next_id
             chunk = list(islice(stream, self.chunk))
             if not chunk:
                 return False
             worker = min(range(len(busy)), key=busy.__getitem__)
             busy[worker] += 1
-            pending.append((chunk, worker, self.actors[worker].measure.remote(chunk, seq_len, threshold)))
+            actor = self.actors[worker]
+            if sampler is None:
+                ref = actor.measure.remote(chunk, seq_len, threshold)
+            else:
+                ref = actor.measure_examples.remote(chunk, seq_len, threshold, next_id, sampler.settings(),
+                                                    sampler.boundaries)
+            next_id += len(chunk)
+            pending.append((chunk, worker, ref))
             return True
 
         more = True
@@ -116,13 +155,16 @@ class RayShards:
             busy[worker] -= 1
             if more:  # the next chunk goes out before these are added and saved
                 more = send()
-            yield from zip(chunk, parts, strict=True)
+            if sampler is None:
+                yield from zip(chunk, parts, strict=True)
+            else:
+                yield from ((text, *part) for text, part in zip(chunk, parts, strict=True))
 
 
 def build(source: str, texts: Iterable[str], out_dir: str | Path, workers: int, address: str | None = None,
           seq_len: int = atlas.SEQ_LEN, progress: Callable[[int, int | None], None] | None = None,
           commit_every: int = atlas.COMMIT_EVERY, threshold: float = INDUCTION_THRESHOLD,
-          chunk: int = CHUNK) -> dict:
+          chunk: int = CHUNK, examples: bool = False, warmup: int | None = None) -> dict:
     """`atlas.build` of the model `source` over `texts` in `out_dir`, measured by `workers` Ray actors: on the Ray
     this process is already connected to, else on the cluster at `address` (`ray.init(address=...)`), else on a
     local Ray of `workers` CPUs started here and stopped at the end. Returns `atlas.metrics(out_dir)`."""
@@ -142,7 +184,8 @@ def build(source: str, texts: Iterable[str], out_dir: str | Path, workers: int, 
         if len(shapes) > 1:
             raise ValueError(f"the workers loaded different models from {source!r}: {sorted(shapes)}")
         return atlas.build(RayShards(ray, actors, infos[0], chunk), texts, out_dir, seq_len=seq_len,
-                           progress=progress, commit_every=commit_every, threshold=threshold)
+                           progress=progress, commit_every=commit_every, threshold=threshold,
+                           examples=examples, warmup=warmup)
     finally:
         for actor in actors:
             ray.kill(actor)

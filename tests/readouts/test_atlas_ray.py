@@ -1,8 +1,8 @@
 """The head atlas on Ray workers (attnviz.readouts.atlas_ray; issue 37, item 3), on a real local Ray of 2 CPUs:
-two workers give the one-process atlas (metrics within 1e-12, counts exactly), texts done counted as the chunks come
-back, a build stopped on Ray resumed by one process, the command line's `--workers 2` and its JSON, and, without
-Ray, one line that says how to install it. The dispatch (text order, chunks to the least busy worker, a bounded
-number in flight) is also checked with stand-in workers, without Ray.
+two workers give the one-process atlas (metrics within 1e-12, counts exactly, the same examples), texts done
+counted as the chunks come back, a build stopped on Ray resumed by one process, the command line's `--workers 2`
+and its JSON, and, without Ray, one line that says how to install it. The dispatch (text order, chunks to the
+least busy worker, a bounded number in flight) is also checked with stand-in workers, without Ray.
 
 Ray is the `ray` extra (`pip install "attnviz[ray]"`; `scripts/setup.sh --dev` installs it): where it is missing
 the Ray tests are skipped with one line, except when `CI` is set, where they fail."""
@@ -21,7 +21,7 @@ import pytest
 
 import attnviz
 from attnviz.cli.main import main
-from attnviz.readouts import atlas, atlas_ray
+from attnviz.readouts import atlas, atlas_examples, atlas_ray
 from attnviz.readouts.atlas_metrics import COUNTS, METRICS, SUMS, HeadSums
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -45,6 +45,7 @@ TEXTS = [
     "The report that the committee published last year was long, and the report was read by few.",
 ]
 TOLERANCE = 1e-12
+WARMUP = atlas_examples.warmup_size(len(TEXTS))  # the command line's, for 12 texts
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def local_ray():
 def one_process(tiny_llama, tmp_path_factory):
     """(the model folder, the one-process atlas's folder, its metrics, the model)."""
     out, model = tmp_path_factory.mktemp("one-process"), attnviz.load(str(tiny_llama))
-    return tiny_llama, out, atlas.build(model, TEXTS, out), model
+    return tiny_llama, out, atlas.build(model, TEXTS, out, examples=True, warmup=WARMUP), model
 
 
 def stored(out) -> tuple[dict, dict]:
@@ -74,6 +75,42 @@ def stored(out) -> tuple[dict, dict]:
     finally:
         con.close()
     return {name: np.asarray(table[name]) for name in SUMS}, dict(zip(("texts_done", *COUNTS), counts))
+
+
+def stored_examples(out) -> dict:
+    """The examples' tables of an atlas folder: each kept example in its slot's order, the tokens of the sequences
+    kept, the histograms of the max, the distance mass and the samplers' state."""
+    con = duckdb.connect(str(atlas.atlas_path(out)), read_only=True)
+    try:
+        return {
+            "examples": con.execute("SELECT layer, head, interval, position, sequence_id, max, attention_indices, "
+                                    "attention_values, seq_len FROM examples ORDER BY ALL").fetchall(),
+            "sequences": con.execute("SELECT id, tokens FROM sequences ORDER BY id").fetchall(),
+            "max_histogram": con.execute("SELECT layer, head, bin_values, n_sequences FROM max_histogram "
+                                         "ORDER BY ALL").fetchall(),
+            "qk_distance_mass": con.execute("SELECT layer, head, bin_values FROM qk_distance_mass "
+                                            "ORDER BY ALL").fetchall(),
+            "example_state": con.execute("SELECT layer, head, boundaries, n_seen FROM example_state "
+                                         "ORDER BY ALL").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def assert_same_examples(got_out, want_out) -> None:
+    """The same sequences kept in the same slots, with the same rows (max within 1e-6, weights within 1e-4: the
+    workers' passes may add in another order)."""
+    got, want = stored_examples(got_out), stored_examples(want_out)
+    assert len(want["examples"]) > 50  # a sample was drawn (12 texts, warmup 1)
+    assert [row[:5] for row in got["examples"]] == [row[:5] for row in want["examples"]]
+    for got_row, want_row in zip(got["examples"], want["examples"]):
+        assert got_row[5] == pytest.approx(want_row[5], abs=1e-6)
+        assert got_row[6] == want_row[6] and got_row[8] == want_row[8]
+        np.testing.assert_allclose(got_row[7], want_row[7], atol=1.01e-4, rtol=0)
+    for table in ("sequences", "max_histogram", "example_state"):
+        assert got[table] == want[table], table
+    np.testing.assert_allclose([v for *_, values in got["qk_distance_mass"] for v in values],
+                               [v for *_, values in want["qk_distance_mass"] for v in values], atol=1e-9, rtol=0)
 
 
 def assert_same_atlas(got: dict, want: dict, got_out, want_out) -> None:
@@ -107,15 +144,27 @@ def test_two_workers_stopped_and_resumed_on_one_process_equal_one_process(local_
             raise Stop
 
     with pytest.raises(Stop):  # committed every 3 texts, kept at 7 when stopped; the workers are let go
-        atlas_ray.build(str(folder), TEXTS, tmp_path, workers=2, chunk=2, commit_every=3, progress=stop_at_seven)
+        atlas_ray.build(str(folder), TEXTS, tmp_path, workers=2, chunk=2, commit_every=3, progress=stop_at_seven,
+                        examples=True, warmup=WARMUP)
     assert calls == [(done, len(TEXTS)) for done in range(1, 8)]
     assert local_ray.is_initialized()  # a Ray this process had joined is left running
     partial = atlas.metrics(tmp_path)
     assert (partial["n_texts"], partial["complete"]) == (7, False)
     resumed = []
-    finished = atlas.build(model, TEXTS, tmp_path, progress=lambda done, _: resumed.append(done))
+    finished = atlas.build(model, TEXTS, tmp_path, progress=lambda done, _: resumed.append(done), examples=True,
+                           warmup=WARMUP)
     assert resumed == list(range(8, len(TEXTS) + 1))  # only the remaining texts ran
     assert_same_atlas(finished, one, tmp_path, one_out)
+    assert_same_examples(tmp_path, one_out)
+
+
+@pytest.mark.slow
+def test_two_workers_sample_the_one_process_examples(local_ray, one_process, tmp_path):
+    """Examples on the workers, a chunk of one text each (most chunks go out before the warmup has fixed the
+    boundaries in the driver, the rest with them): the one-process sample, sequence for sequence."""
+    folder, one_out, _, _ = one_process
+    atlas_ray.build(str(folder), TEXTS, tmp_path, workers=2, chunk=1, examples=True, warmup=WARMUP)
+    assert_same_examples(tmp_path, one_out)
 
 
 @pytest.mark.slow
@@ -133,6 +182,7 @@ def test_the_command_line_with_two_workers_prints_the_same_json(local_ray, one_p
     assert main(["atlas", "metrics", "--atlas", str(one_out), "--json"]) == 0
     one = json.loads(capsys.readouterr().out)
     assert_same_atlas(two, one, tmp_path / "two", one_out)
+    assert_same_examples(tmp_path / "two", one_out)  # the command line samples examples on the workers too
 
 
 @pytest.mark.slow
