@@ -11,6 +11,10 @@
 5. models split by accelerate (device_map) equal the same model on one device (max |Δ| <= 1e-6): on CPU + disk
    (--device cpu), on the GPU + CPU + disk, and, where there are two GPUs or more, across two GPUs (a
    message says it is skipped otherwise), each layer's attention recorded where it runs and gathered on one device.
+6. interventions and the atlas on the device against the same work on the CPU (max |Δ| <= 1e-4 of the normalised
+   grids, 1e-5 of the atlas's metrics), each timed on both: exact patching (heads grid, residual stream),
+   attribution patching (every grid), the exact check of the estimate's top 10 heads, and an atlas build over 12
+   texts with examples; SmolLM2 on the built-in agreement pair, a tiny random Llama with --tiny-only.
 Prints tables and a final PASS/FAIL line; exit 0 pass, 1 fail, 2 when --device cuda has no CUDA.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import statistics
@@ -31,17 +36,25 @@ if __name__ == "__main__":  # before tqdm is imported (it reads TQDM_* then); im
     os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF de-quantizing bar would flood the table
 sys.path.insert(0, str(ROOT))  # run as a file: import attnviz and the tiny-model builders of the parity tests
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import attnviz  # noqa: E402
+from attnviz.interventions import attribution_patching, patching  # noqa: E402
 from attnviz.loading import build_module, hf, pick_device, split  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
+from attnviz.models.loaded_model import LoadedModel  # noqa: E402
+from attnviz.readouts import atlas  # noqa: E402
+from attnviz.readouts.atlas_metrics import METRICS  # noqa: E402
 from attnviz.reference.bench import text_of_length  # noqa: E402
-from tests.helpers.tiny_hf import DECODERS, ENCODERS, VOCAB, batch, hf_model  # noqa: E402
+from tests.helpers.tiny_hf import DECODERS, ENCODERS, VOCAB, batch, hf_model, tiny_decoder  # noqa: E402
+from tests.helpers.tiny_tokenizers import bpe_tokenizer  # noqa: E402
 
 ATTENTION_TOL, HIDDEN_TOL = 1e-5, 1e-4
 SPLIT_TOL = 1e-6  # a split moves weights, not numbers: the same kernels on the same kind of device
+GRID_TOL, ATLAS_TOL = 1e-4, 1e-5  # a grid is a share of the pair's logit difference; the atlas's means pool many maps
+AGREEMENT_PAIR = ("The keys to the cabinet", "The key to the cabinet", " are", " is")
 PRETRAINED = ["sentence-transformers/all-MiniLM-L6-v2", "HuggingFaceTB/SmolLM2-135M-Instruct"]
 TEXTS = [
     "The keys to the cabinet are on the table.",
@@ -236,6 +249,64 @@ def split_check(device, loaded, results):
     results["split_skipped"] = skipped
 
 
+def on_device(model: LoadedModel, device: str) -> LoadedModel:
+    """A copy of `model` with its module on `device`; the original stays where it is, as the reference."""
+    info = dataclasses.replace(model.info, device=torch.device(device).type)
+    copied = LoadedModel(copy.deepcopy(model.module).to(device), model.tokenizer, info, {}, model.context_tokens)
+    copied.pad_id = model.pad_id
+    return copied
+
+
+def _timed(device: str, work):
+    """(work(), wall seconds), synchronized where the device runs asynchronously."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = work()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - start
+
+
+def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], cells=None) -> dict:
+    """{what: (float64 array, seconds)} on `model`'s device: the exact heads and residual grids, every grid of
+    attribution patching, the exact patching of `cells` (default: the estimate's top 10 heads) and an atlas's six
+    metrics over `texts` (seq_len 128, examples sampled)."""
+    out: dict = {}
+    runs = patching.prepare(model.module, pair)
+    out["patching heads"] = _timed(device, lambda: patching.heads(runs))
+    out["patching residual"] = _timed(device, lambda: patching.residual(runs))
+    estimate, seconds = _timed(device, lambda: attribution_patching.estimate(runs))
+    for grid in attribution_patching.GRIDS:
+        out[f"attribution {grid}"] = (estimate.grid(grid), seconds)
+    cells = attribution_patching.top_cells(estimate.heads, 10) if cells is None else cells
+    out["exact check, top 10"] = _timed(device, lambda: attribution_patching.exact_cells(runs, "heads", cells))
+    with tempfile.TemporaryDirectory() as folder:
+        built, seconds = _timed(device, lambda: atlas.build(model, texts, folder, seq_len=128, examples=True))
+    out["atlas metrics"] = (np.array([built["metrics"][name] for name in METRICS], dtype=float), seconds)
+    out["cells"] = cells
+    return out
+
+
+def interventions_check(name: str, model: LoadedModel, pair, device: str, texts: list[str], results) -> None:
+    """Section 6 rows of one model: each piece of work on `device` against the same on the CPU."""
+    cpu_model = on_device(model, "cpu") if model.info.device != "cpu" else model
+    device_model = on_device(model, device) if model.info.device != device else model
+    on_cpu = intervention_work(cpu_model, pair, "cpu", texts)
+    on_dev = intervention_work(device_model, pair, device, texts, cells=on_cpu.pop("cells"))
+    for what, (want, cpu_s) in on_cpu.items():
+        got, dev_s = on_dev[what]
+        same_nan = bool((np.isnan(want) == np.isnan(got)).all())
+        finite = ~np.isnan(want)
+        diff = float(np.abs(got[finite] - want[finite]).max()) if finite.any() else 0.0
+        bound = ATLAS_TOL if what == "atlas metrics" else GRID_TOL
+        ok = same_nan and diff <= bound
+        results["interventions"].append({"model": name, "what": what, "max_abs_diff": diff, "cpu_s": cpu_s,
+                                         "device_s": dev_s, "ok": ok})
+        print(f"{name:38s} {what:28s} {diff:11.1e} {cpu_s:8.2f} {dev_s:9.2f}  "
+              f"{_flag(ok)}{'' if same_nan else ' (NaN cells differ)'}")
+
+
 def _flag(ok) -> str:
     return {True: "PASS", False: "FAIL", None: "n/a"}[ok]
 
@@ -261,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     results = {"device": device, "gpu": gpu, "torch": torch.__version__, "transformers": transformers.__version__,
                "quick": args.quick, "tiny_only": args.tiny_only, "parity": [], "bfloat16": [], "bench": [],
-               "split": []}
+               "split": [], "interventions": []}
     print(f"device {device}{f' ({gpu})' if gpu else ''}, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, TF32 off")
 
@@ -309,7 +380,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':38s} {'split':16s} {'devices':24s} {'|Δ attn|':>11s} {'|Δ hidden|':>11s}")
     split_check(device, loaded, results)
 
+    print(f"\n6. interventions and the atlas, {device} vs cpu (bounds: grids {GRID_TOL:g}, atlas {ATLAS_TOL:g}; "
+          f"seconds: wall, attribution's one pass shared by its grids) [{clock()}]")
+    print(f"{'model':38s} {'what':28s} {'|Δ|':>11s} {'cpu s':>8s} {device + ' s':>9s}")
+    atlas_texts = [text for text in TEXTS for _ in range(4)]
+    smollm = [model for model, _ in loaded if model.info.name == PRETRAINED[1]]
+    if smollm:
+        interventions_check(PRETRAINED[1], smollm[0], patching.patch_pair(smollm[0], *AGREEMENT_PAIR), device,
+                            atlas_texts, results)
+    if args.tiny_only:
+        tiny, _ = tiny_decoder("llama", bpe_tokenizer(True), seed=3, intermediate_size=37, max_position_embeddings=128)
+        clean = (1, 17, 40, 23, 8, 51, 12, 33)
+        pair = patching.PatchPair(clean, clean[:2] + (77,) + clean[3:], 7, 7, 5, 9, tuple((i, i) for i in range(8)))
+        interventions_check("tiny llama (GQA)", tiny, pair, device, atlas_texts, results)
+    if not results["interventions"]:
+        print("(skipped: SmolLM2 not loaded)")
+
     failed = [f"parity {r['model']} {r['input']}" for r in results["parity"] if not r["ok"]]
+    failed += [f"{r['model']} {r['what']}" for r in results["interventions"] if not r["ok"]]
     failed += [f"split {r['model']} {r['split']}" for r in results["split"] if not r["ok"]]
     failed += [f"bfloat16 {r['model']} (NaN)" for r in results["bfloat16"] if not r["ok"]]
     failed += ["device=None"] if ok is False else []

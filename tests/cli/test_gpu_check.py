@@ -52,6 +52,11 @@ def test_cpu_dry_run_on_tiny_models_passes(gpu_check, global_settings_restored, 
     assert result["bench"] == []  # --tiny-only: no pretrained model, no benchmark
     assert [(r["model"], r["split"]) for r in result["split"]] == [("tiny/llama-gqa", "cpu+disk")]
     assert all(r["ok"] and r["attention"] <= 1e-6 and r["gathered_on"] == "cpu" for r in result["split"])
+    # section 6 runs every piece of work on the tiny Llama (on a GPU: the device against the CPU)
+    assert {r["what"] for r in result["interventions"]} >= {"patching heads", "patching residual",
+                                                            "attribution heads", "exact check, top 10",
+                                                            "atlas metrics"}
+    assert all(r["ok"] and r["model"] == "tiny llama (GQA)" for r in result["interventions"])
 
 
 def test_cuda_asked_without_cuda_exits_2(gpu_check, monkeypatch, capsys):
