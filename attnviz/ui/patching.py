@@ -19,6 +19,7 @@ from attnviz.ui.focus import bound, focus, set_focus
 from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
+from attnviz.ui.patch_estimate import estimate_section
 from attnviz.ui.readout import spaced_hint
 from attnviz.ui.tokens import shown_tokens
 from attnviz.ui.url_state import MAX_TEXT, MAX_TOKEN_TEXT
@@ -111,6 +112,9 @@ def patch_results(model, source: str, clean: str, corrupt: str, target: str, con
     bench = workbench()
     inputs = (source, clean, corrupt, target, contrast, direction)
     result = work.result(bench, *inputs)
+    if model.info.causal or model.info.mlm_head:  # a logit difference to take the gradient of
+        estimate_section(model, inputs, result)
+        st.markdown(t("patch_exact_title"))
     if result is None:
         result = heavy_action(
             "patch_run", t("patch_run"), inputs,

@@ -1,12 +1,14 @@
 """Activation patching for the pages (interventions.patching): one pair's heads grid, MLP column and
-residual heatmap in one direction, one head per position, and the built-in pairs' heads grids for the Head
-Finder; each computed once per plain inputs and shared in the views store, under the memory budget."""
+residual heatmap in one direction, one head per position, the same grids estimated by attribution patching
+(interventions.attribution_patching) with the exact check of the estimate's top heads, and the built-in pairs'
+heads grids for the Head Finder; each computed once per plain inputs and shared in the views store, under the
+memory budget."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnviz.interventions import patching
+from attnviz.interventions import attribution_patching, patching
 from attnviz.models import batch_bytes
 from attnviz.probesets.patch_pairs import builtin_patch_pairs
 from attnviz.workbench.shared import Workbench
@@ -23,6 +25,15 @@ def patch_bytes(model, n_tokens: int) -> int:
     batch = patching.patch_batch_size(model.module, n_tokens)
     recorded = 3 * c.n_layers * n_tokens * (c.n_heads * c.dim_per_head + 2 * c.d_model) * itemsize
     return batch_bytes.scan_bytes(model, n_tokens, batch, scored=1) + recorded
+
+
+def attribution_bytes(model, n_tokens: int) -> int:
+    """Transient bytes of attribution patching: the receiving run with autograd keeps what each layer's backward
+    needs until it runs (about one scan row a layer: scores, probabilities, hidden states, the MLP's inner
+    width), a gradient as large as the recordings at every edit point, and the float64 copies of both."""
+    per_layer = batch_bytes.scan_bytes(model, n_tokens, 1, scored=1) - batch_bytes.scan_bytes(model, n_tokens, 0,
+                                                                                              scored=1)
+    return model.config.n_layers * per_layer + 3 * patch_bytes(model, n_tokens)
 
 
 def pair_of(model, clean: str, corrupt: str, target: str | None, contrast: str | None):
@@ -74,6 +85,47 @@ def head_positions(bench: Workbench, model, name: str, clean: str, corrupt: str,
 
     key = _key("positions", name, clean, corrupt, target, contrast, direction, layer, head)
     return bench.shared_value(key, compute, lambda values: values.nbytes + 1024)
+
+
+def estimate(bench: Workbench, model, name: str, clean: str, corrupt: str, target, contrast, direction: str):
+    """Every grid of the pair estimated by attribution patching (one forward and one backward pass:
+    attribution_patching.Attribution), shared."""
+    def compute():
+        pair = pair_of(model, clean, corrupt, target, contrast)
+        need = attribution_bytes(model, max(len(pair.clean_ids), len(pair.corrupt_ids)))
+        with bench.run_slot(need), bench.reserve(need, keep_model=name):
+            value = attribution_patching.estimate(patching.prepare(model.module, pair, direction))
+        for grid in attribution_patching.GRIDS:
+            value.grid(grid).setflags(write=False)
+        return value
+
+    key = _key("estimate", name, clean, corrupt, target, contrast, direction)
+    return bench.shared_value(key, compute, lambda value: sum(value.grid(g).nbytes
+                                                             for g in attribution_patching.GRIDS) + 4096)
+
+
+def checked_result(bench: Workbench, name: str, clean: str, corrupt: str, target, contrast, direction: str,
+                   k: int):
+    """The exact check of the estimate's top `k` heads (attribution_patching.Checked), if some visitor ran it."""
+    return bench.views.get(_key("checked", name, clean, corrupt, target, contrast, direction, k))
+
+
+def check_top(bench: Workbench, model, name: str, clean: str, corrupt: str, target, contrast, direction: str,
+              k: int, progress=None):
+    """Exact patching of the `k` heads the estimate puts first (k runs, not the grid's L x H); the caller holds
+    the heavy-work slot. `progress` may raise (a cancelled job) between batches."""
+    key = _key("checked", name, clean, corrupt, target, contrast, direction, k)
+    done = bench.views.get(key)
+    if done is not None:
+        return done
+    approx = estimate(bench, model, name, clean, corrupt, target, contrast, direction)
+    pair = pair_of(model, clean, corrupt, target, contrast)
+    need = patch_bytes(model, max(len(pair.clean_ids), len(pair.corrupt_ids)))
+    with bench.run_slot(need), bench.reserve(need, keep_model=name):
+        runs = patching.prepare(model.module, pair, direction)
+        value = attribution_patching.check_top(runs, approx.heads, k, "heads", progress=progress)
+    bench.views.put(key, value, value.approx.nbytes + value.exact.nbytes + 4096)
+    return value
 
 
 def builtin_result(bench: Workbench, name: str, relation: str):

@@ -1,6 +1,6 @@
 """Every heavy feature with random sizes in one server process under a low budget (issue 36, item 8): the cards,
-the corpus map, sink anatomy, patching, routes, the logit lens, long texts, exports and uploads, through the
-workbench functions the pages call, on SmolLM2 and MiniLM together, first one job at a time and then four
+the corpus map, sink anatomy, patching and its estimate, routes, the logit lens, long texts, exports and uploads,
+through the workbench functions the pages call, on SmolLM2 and MiniLM together, first one job at a time and then four
 visitors at once. The process's peak resident memory (VmHWM, measured by the kernel) never passes the budget, and
 every job either finishes or is refused with words the page shows (OverBudget's figures, a ValueError's reason,
 a job bound); nothing else escapes."""
@@ -53,7 +53,7 @@ def model_of(name):
 def job(rng):
     name = rng.choice([SMOL, SMOL, MINI])
     kind = rng.choice(["trace", "long", "sinks", "qkmap", "card", "export", "upload"] +
-                      (["patch", "routes", "lens"] if name == SMOL else []))
+                      (["patch", "estimate", "routes", "lens"] if name == SMOL else []))
     model = model_of(name)
     if kind == "trace":
         return kind, lambda: traces.trace(bench, name, words(rng, rng.randint(5, 400)), None)
@@ -86,6 +86,11 @@ def job(rng):
         clean = "The keys " + words(rng, n) + " are"
         return kind, lambda: patching.patch(bench, model, name, clean, clean.replace("keys", "key", 1), " are", " is",
                                              "denoise")
+    if kind == "estimate":  # attribution patching: autograd keeps every layer until the backward pass
+        n = rng.randint(4, 60)
+        clean = "The keys " + words(rng, n) + " are"
+        return kind, lambda: patching.estimate(bench, model, name, clean, clean.replace("keys", "key", 1), " are",
+                                               " is", "denoise")
     text = words(rng, rng.randint(5, 120))
     if kind == "routes":
         return kind, lambda: readout.routes(bench, name, text, len(model.encode(text).ids) - 1, 0.04)
