@@ -9,7 +9,10 @@ transformers from the offline GGUF (float32, eager attention, as its `--dtype fl
 `datasets` module that hands it the lines of our text file. Ours runs `python -m attnviz atlas build` on the same file.
 
     .venv/bin/python benchmarks/bench_atlas_headvis.py --headvis-script /path/to/compute-head-metrics.py \
-        --texts 64 --seq-len 128
+        --texts 64 --seq-len 128 [--dtype bfloat16]
+
+At the end it prints, per metric, the largest difference between HeadVis's scatter values and ours (the same
+computation: float32 within its 4 decimals; bfloat16 as far as two bfloat16 implementations drift apart).
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="both runs' dtype (HeadVis's pipeline's default is bfloat16; ours float32)")
     parser.add_argument("--before", metavar="DIR",
                         help="a checkout of an earlier commit (git worktree add DIR REV): its build runs too, "
                              "interleaved, for a before/after in one run")
@@ -106,10 +111,11 @@ def main() -> None:
                    HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         theirs = [sys.executable, args.headvis_script, "--model-name", str(folder), "--dataset-name", "local",
                   "--n-sequences", str(args.texts), "--seq-len", str(args.seq_len), "--batch-size", "4",
-                  "--device", "cpu", "--dtype", "float32", "--np-model-map", str(model_map),
+                  "--device", "cpu", "--dtype", args.dtype, "--np-model-map", str(model_map),
                   "--exports-dir", str(scratch / "headvis"), "--hf-cache-dir", str(scratch / "hf-cache")]
         ours = [sys.executable, "-m", "attnviz", "atlas", "build", "--model", SMOLLM, "--texts", str(corpus),
                 "--seq-len", str(args.seq_len)]
+        dtype = [] if args.dtype == "float32" else ["--dtype", args.dtype]  # an earlier checkout may not have it
         their_env = dict(env, PYTHONPATH=str(standin))
         print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, one thread each")
         print(f"{'round':5} {'run':22} {'CPU s':>8} {'wall s':>8} {'peak GB':>8}")
@@ -117,10 +123,10 @@ def main() -> None:
             # the same work as HeadVis's pipeline: the metrics and the examples, not our detectors (a 1-2 s step
             # it has no counterpart of; an earlier checkout may not have them, nor the flag)
             runs = [("HeadVis's pipeline", theirs, their_env, None),
-                    ("attnviz atlas build", ours + ["--no-detectors", "--out", str(scratch / f"ours{round_}")], env,
-                     None)]
+                    ("attnviz atlas build", ours + dtype + ["--no-detectors", "--out", str(scratch / f"ours{round_}")],
+                     env, None)]
             if args.before:  # `python -m attnviz` run in the earlier checkout imports that attnviz
-                runs.append(("  the same, before", ours + ["--out", str(scratch / f"before{round_}")], env,
+                runs.append(("  the same, before", ours + dtype + ["--out", str(scratch / f"before{round_}")], env,
                              args.before))
             for label, command, run_env, cwd in runs:
                 found = measure(command, run_env, cwd)
@@ -129,6 +135,19 @@ def main() -> None:
         scatter = next((scratch / "headvis").rglob("scatter_data.json"), None)
         if scatter is not None:
             print(f"(HeadVis's tree: {scatter.relative_to(scratch)})")
+            compare(scatter, scratch / "ours0")
+
+
+def compare(scatter: Path, ours: Path) -> None:
+    """The largest difference per metric between HeadVis's scatter values and ours: the same computation."""
+    from attnviz.readouts import atlas
+
+    theirs = {(row["layer"], row["head"]): row for row in json.loads(scatter.read_text())}
+    mine = atlas.metrics(ours)["metrics"]
+    for name, grid in mine.items():
+        gaps = [abs(value - theirs[layer, head][name]) for layer, row in enumerate(grid)
+                for head, value in enumerate(row) if value is not None and theirs[layer, head].get(name) is not None]
+        print(f"  {name:22} max |ours - HeadVis's| {max(gaps):.2e} over {len(gaps)} heads")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ COMMIT_EVERY = 16
 COMMIT_SECONDS = 60.0
 
 # What must be the same for a build to resume: the build table's columns, compared as stored.
-SETTINGS = ("model", "n_layers", "n_heads", "seq_len", "induction_threshold")
+SETTINGS = ("model", "n_layers", "n_heads", "seq_len", "induction_threshold", "dtype")
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS build (model VARCHAR, model_path VARCHAR, model_type VARCHAR, n_layers INTEGER,
@@ -124,7 +124,7 @@ def build(model: LoadedModel, texts: Iterable[str], out_dir: str | Path, seq_len
             "SELECT table_name FROM information_schema.tables").fetchall()}
         con.execute(atlas_causal.SINK_SCHEMA)
         settings = {"model": info.name, "n_layers": info.n_layers, "n_heads": info.n_heads, "seq_len": seq_len,
-                    "induction_threshold": float(threshold)}
+                    "induction_threshold": float(threshold), "dtype": str(info.dtype)}
         sums, done, chain = _resume(con, settings, model)
         if had_sink or done:
             atlas_causal.load_sink(con, sums, done)  # the sink share's sums (NaN: an atlas from before them)

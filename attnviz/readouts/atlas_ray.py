@@ -59,13 +59,13 @@ class AtlasWorker:
     """One worker, a Ray actor (`ray.remote(AtlasWorker)`): the model loaded once, the texts measured as the
     one-process build measures them. A model that fails to load is reported by `info`, as the error itself."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, dtype: str = "float32") -> None:
         import attnviz
 
         self.model, self.error = None, None
         self.shard: Samplers | None = None  # the sampler of this worker's texts, once the boundaries are known
         try:
-            self.model = attnviz.load(source)
+            self.model = attnviz.load(source, dtype=dtype)
         except (ValueError, OSError) as error:
             self.error = error
 
@@ -164,7 +164,7 @@ class RayShards:
 def build(source: str, texts: Iterable[str], out_dir: str | Path, workers: int, address: str | None = None,
           seq_len: int = atlas.SEQ_LEN, progress: Callable[[int, int | None], None] | None = None,
           commit_every: int = atlas.COMMIT_EVERY, threshold: float = INDUCTION_THRESHOLD,
-          chunk: int = CHUNK, examples: bool = False, warmup: int | None = None) -> dict:
+          chunk: int = CHUNK, examples: bool = False, warmup: int | None = None, dtype: str = "float32") -> dict:
     """`atlas.build` of the model `source` over `texts` in `out_dir`, measured by `workers` Ray actors: on the Ray
     this process is already connected to, else on the cluster at `address` (`ray.init(address=...)`), else on a
     local Ray of `workers` CPUs started here and stopped at the end. Returns `atlas.metrics(out_dir)`."""
@@ -178,7 +178,7 @@ def build(source: str, texts: Iterable[str], out_dir: str | Path, workers: int, 
     actors = []
     try:
         remote = ray.remote(num_cpus=1)(AtlasWorker)
-        actors = [remote.remote(source) for _ in range(workers)]
+        actors = [remote.remote(source, dtype) for _ in range(workers)]
         infos = [_get(ray, actor.info.remote()) for actor in actors]
         shapes = {(info.model_type, info.n_layers, info.n_heads) for info in infos}
         if len(shapes) > 1:

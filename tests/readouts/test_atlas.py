@@ -174,6 +174,8 @@ def test_a_stopped_build_resumes_where_it_stopped(llama, tmp_path):
         atlas.build(model, [TEXTS[1], *TEXTS[1:]], tmp_path / "stopped")
     with pytest.raises(ValueError, match="other settings"):
         atlas.build(model, TEXTS, tmp_path / "stopped", seq_len=16)
+    with pytest.raises(ValueError, match="other settings.*dtype"):  # bfloat16 sums would be added to float32's
+        atlas.build(attnviz.load(str(llama[2]), dtype="bfloat16"), TEXTS, tmp_path / "stopped")
     with pytest.raises(ValueError, match="more than these"):
         atlas.build(model, TEXTS[:2], tmp_path / "stopped")
 

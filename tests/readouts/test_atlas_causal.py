@@ -151,7 +151,7 @@ def test_the_seed_table_carries_the_best_heads_causal_weight():
 def test_the_command_line_builds_the_causal_weight(decoder, tmp_path, capsys, monkeypatch):
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS[2:]) + "\n", encoding="utf-8")
-    monkeypatch.setattr(attnviz, "load", lambda source: decoder)
+    monkeypatch.setattr(attnviz, "load", lambda source, **options: decoder)
     argv = ["atlas", "build", "--model", "tiny", "--texts", str(texts), "--out", str(tmp_path / "a"),
             "--pairs", "builtin"]
     assert main(argv) == 0
