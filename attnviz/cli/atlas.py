@@ -46,7 +46,8 @@ def add_parser(commands) -> None:
     build.add_argument("--dtype", choices=DTYPES, default="float32",
                        help="the model's weights and activations (default float32, at which the metrics equal HF "
                             "eager's to 1e-5; bfloat16, HeadVis's pipeline's default, runs the linear layers "
-                            "several times faster on CPUs with AMX and on GPUs, its metrics within about 1e-2)")
+                            "about three times faster on CPUs with AMX and on GPUs; its metrics drift, see "
+                            "docs/cli.md)")
     build.add_argument("--workers", type=int_at_least(1), default=1,
                        help="measure the texts on N Ray workers, each loading the model once (default 1: this "
                             "process, no Ray); needs the ray extra: pip install \"attnviz[ray]\"")
