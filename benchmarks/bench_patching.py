@@ -1,8 +1,13 @@
 """Activation patching's full heads grid in CPU seconds on one thread (a benchmark, not a test): SmolLM2-135M
 (30 layers x 9 heads = 270 patched runs) and all-MiniLM-L6-v2 (6 x 12 = 72) on a 12-token minimal pair, and,
 where TransformerLens is importable, its `get_act_patch_attn_head_out_all_pos` on the same SmolLM2 weights.
+`--prefix`: instead, SmolLM2's per-position grids (the residual stream, L x T = 360 patched runs, and heads x
+positions, L x H x T = 3240) and its heads grid, computed whole and reusing the receiving run's prefix
+(patching.prepare's reuse_prefix), side by side in one run, the two interleaved in each round; max |diff| is
+the largest difference between the two grids, normalised (0 the corrupted run, 1 the clean one).
 
     .venv/bin/python benchmarks/bench_patching.py
+    .venv/bin/python benchmarks/bench_patching.py --prefix
     /tmp/tlvenv/bin/python benchmarks/bench_patching.py     # a venv that also has transformer_lens
 
 Metric: SmolLM2, the logit difference " are" - " is" after the last token; MiniLM (a sentence-embedding
@@ -26,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attnviz  # noqa: E402
-from attnviz.interventions import patching  # noqa: E402
+from attnviz.interventions import attribution_patching, patching  # noqa: E402
 
 SMOLLM, MINILM = "HuggingFaceTB/SmolLM2-135M-Instruct", "sentence-transformers/all-MiniLM-L6-v2"
 DECODER_PAIR = ("The keys to the cabinet in the hall of the old house",
@@ -51,6 +56,32 @@ def ours(model, texts, repeats):
     runs = patching.prepare(model.module, pair)
     seconds, grid = cpu_seconds(lambda: patching.heads(runs), repeats)
     return pair, seconds, grid
+
+
+def prefix_rows(repeats: int) -> None:
+    """The per-position grids computed whole and reusing the prefix: the median CPU seconds of `repeats` rounds
+    after a warm-up, each round running both (interleaved, so a change in the machine's load falls on both)."""
+    smollm = attnviz.load(SMOLLM)
+    pair = patching.patch_pair(smollm, *DECODER_PAIR)
+    whole = patching.prepare(smollm.module, pair, reuse_prefix=False)
+    reused = patching.prepare(smollm.module, pair)
+    grids = {"residual": patching.residual,
+             "heads x positions": lambda runs: attribution_patching.exact_grid(runs, "head_positions"),
+             "heads (all pos.)": patching.heads}  # from position 0: only the rows' joining by layer differs
+    print(f"SmolLM2, {len(pair.corrupt_ids)} tokens, one thread, CPU seconds (median of {repeats} after a warm-up)")
+    print(f"{'grid':18s} {'patches':>7s} {'whole':>7s} {'prefix':>7s} {'speed-up':>8s} {'max |diff|':>10s}")
+    for name, grid in grids.items():
+        times: dict[str, list[float]] = {"whole": [], "prefix": []}
+        results = {"whole": grid(whole), "prefix": grid(reused)}  # the warm-up
+        for _ in range(repeats):
+            for label, runs in (("whole", whole), ("prefix", reused)):
+                start = time.process_time()
+                results[label] = grid(runs)
+                times[label].append(time.process_time() - start)
+        before, after = statistics.median(times["whole"]), statistics.median(times["prefix"])
+        patches = int(np.isfinite(results["whole"]).sum())
+        diff = np.nanmax(np.abs(results["whole"] - results["prefix"]))
+        print(f"{name:18s} {patches:7d} {before:7.2f} {after:7.2f} {before / after:7.2f}x {diff:10.1e}")
 
 
 def transformer_lens_grid(model, pair, repeats):
@@ -91,8 +122,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-transformer-lens", action="store_true")
+    parser.add_argument("--prefix", action="store_true",
+                        help="SmolLM2's residual and heads x positions grids, computed whole and reusing the prefix")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.prefix:
+        prefix_rows(args.repeats)
+        return 0
     rows = []
     smollm = attnviz.load(SMOLLM)
     pair, seconds, grid = ours(smollm, DECODER_PAIR, args.repeats)

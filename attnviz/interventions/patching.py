@@ -29,10 +29,25 @@ receiving run's residual stream entering the lowest layer it patches and runs on
 (attnviz.interventions.ablation's importance scan does the same), at most `batch_size` rows (default: what
 fits batch_bytes.SCAN_BATCH_BYTES). `progress(done, total)` after each batch; `should_stop()` before each,
 raising ablation.ScanStopped.
+
+Reusing the prefix (`prepare(..., reuse_prefix=True)`, the default, where `prefix_reusable`): in a causal
+decoder a patch at position p leaves every position before p as in the receiving run, at every layer. So a
+batch whose lowest patched position is p computes positions p.. only, attending to the receiving run's keys
+and values before p (made once in `prepare`, each layer's from the receiving run's recorded input to it, as
+its KV cache holds them: after rotary; MLA's latent), with the receiving run's rotary angles, mask and bias
+from row p on. Rows are taken by patched position, then layer, and each row joins its batch at the layer it
+patches, from the receiving run's residual stream there, so a row costs its layers from l and its positions
+from p. A component patched at every position (a head's, an MLP's output) starts at position 0, so only the
+joining by layer applies to it. A patch after the scored position cannot reach it, and one inside the runs'
+shared prefix (the leading positions where both runs have the same token, paired with itself) puts in what is
+already there: both read the receiving run's value without a run. Encoders (bidirectional attention: every
+position sees the patch) compute every patched run whole, as `reuse_prefix=False` does for any model (the
+reference the tests compare the reuse with).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,11 +56,13 @@ import torch
 
 from attnviz.analysis.minimal_pairs import align_words
 from attnviz.interventions.ablation import ScanStopped
+from attnviz.memory.ceiling import kept
 from attnviz.models.batch_bytes import scan_batch_size
 from attnviz.models.inputs import has_mlm_head, mask_token, text_ids
 from attnviz.models.loaded_model import LoadedModel
 from attnviz.readouts.predictions import mean_pooled
 from attnviz.trace import split_words
+from attnviz.transformer.kv_cache import LayerCache
 from attnviz.transformer.record import LayerRecord, Recorder
 
 DIRECTIONS = ("denoise", "noise")
@@ -222,6 +239,12 @@ class _Runs:
     score: Callable = field(repr=False)  # final hidden [B, T, C] -> [B] metric values
     metric: Callable = field(repr=False)  # the same as a differentiable torch float64 [B]
     metric_kind: str = "logit_diff"  # PatchPair.metric
+    # Each layer's keys and values of the receiving run as its KV cache holds them ([1, K, T, D] each; MLA's
+    # latent and rotary key), for `run_suffix`; None: every patched run is computed whole (`run_from`).
+    prefix: list | None = field(default=None, repr=False)
+    receiving_value: float = float("nan")  # the metric of the receiving run (unnormalised)
+    shared: int = 0  # the leading positions both runs have the same tokens at: the same activations there too
+    metric_at: Callable | None = field(default=None, repr=False)  # metric_function's: (hidden, position) -> [B]
 
     def normalised(self, values: np.ndarray) -> np.ndarray:
         return (values - self.corrupt_value) / (self.clean_value - self.corrupt_value)
@@ -237,6 +260,66 @@ class _Runs:
             x, _ = self.module.blocks[index](x, mask, rotary, record=recorder.at(index), bias=bias)
         return self.score(self.module.finish(x))
 
+    @torch.inference_mode()
+    def run_suffix(self, start: int, joins: list[int], edits: dict) -> np.ndarray:
+        """The metric of len(joins) patched runs that leave every position before `start` as in the receiving
+        run: only positions start.. are computed, attending to the receiving run's keys and values (`prefix`)
+        before `start`. Row r joins the batch at layer joins[r] (ascending) from the receiving run's residual
+        stream entering it. `edits` as run_from's, with positions counted from `start`."""
+        sources = {name: tensor[..., start:, :] for name, tensor in self.sources.items()}  # positions: axis -2
+        recorder = _PatchRecorder(edits, sources)
+        recorder.begin(len(self.module.blocks))
+        x = None
+        for index in range(joins[0], len(self.module.blocks)):
+            rows = bisect.bisect_right(joins, index)
+            joining = self.inputs[index][:, start:]
+            if x is None:
+                x = joining.expand(rows, -1, -1)
+            elif rows > x.shape[0]:
+                x = torch.cat((x, joining.to(x.device).expand(rows - x.shape[0], -1, -1)))
+            mask, rotary, bias = self.layer_inputs[index]
+            cache = None
+            if start:  # positions before `start` enter as a cache that the rows' own keys and values extend
+                cache = LayerCache()
+                cache.keys, cache.values = (t[:, :, :start].expand(rows, -1, -1, -1) for t in self.prefix[index])
+            x, _ = self.module.blocks[index](x, _from_row(mask, start), _rotary_from(rotary, start),
+                                             record=recorder.at(index), cache=cache, bias=_from_row(bias, start))
+        return self.metric_at(self.module.finish(x), self.position - start).detach().cpu().numpy()
+
+
+def _from_row(tensor, start: int):
+    """A keep-mask or score bias broadcastable to [B, H, T, S], from query row `start` on (a size-1 row axis, as
+    ALiBi's, holds for every row)."""
+    if tensor is None or not start or tensor.shape[-2] == 1:
+        return tensor
+    return tensor[..., start:, :]
+
+
+def _rotary_from(rotary, start: int):
+    """Rotary (cos, sin) [B, T, R] from position `start` on."""
+    return None if rotary is None else tuple(t[:, start:] for t in rotary)
+
+
+def prefix_reusable(module) -> bool:
+    """Whether a patch at position p leaves every position before p as in the receiving run, so that patched
+    runs may start at p (`_Runs.run_suffix`): a causal decoder. Its norms, MLPs, experts and soft-caps act on
+    each position alone and its attention (sliding windows included) looks back only, so nothing before p sees
+    the patch. Encoders attend both ways; DeBERTa's attention takes no cache."""
+    return bool(module.config.causal) and not module.config.pos_att_type
+
+
+def _receiving_cache(module, inputs: list, layer_inputs: list) -> list[tuple]:
+    """Each layer's keys and values as its KV cache holds them, made by running that layer alone on the receiving
+    run's recorded input to it (the numbers the receiving run attended to), kept under the memory ceiling."""
+    caches = []
+    for index, block in enumerate(module.blocks):
+        cache = LayerCache()
+        mask, rotary, bias = layer_inputs[index]
+        block(inputs[index], mask, rotary, cache=cache, bias=bias)
+        caches.append(tuple(kept(t.nbytes, "the receiving run's keys and values", lambda t=t: t)
+                            for t in (cache.keys, cache.values)))
+    return caches
+
 
 @torch.inference_mode()
 def _recorded(module, ids: torch.Tensor):
@@ -245,8 +328,10 @@ def _recorded(module, ids: torch.Tensor):
 
 
 @torch.inference_mode()
-def prepare(module, pair: PatchPair, direction: str = "denoise") -> _Runs:
-    """Both runs once, recorded at every edit point; the metric's clean and corrupted values."""
+def prepare(module, pair: PatchPair, direction: str = "denoise", reuse_prefix: bool = True) -> _Runs:
+    """Both runs once, recorded at every edit point; the metric's clean and corrupted values. reuse_prefix: patched
+    runs start at the first position they patch where `prefix_reusable` (the receiving run's keys and values are
+    then made once here); False computes every patched run whole (the reference)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; choose one of {', '.join(DIRECTIONS)}")
     device = next(module.parameters()).device
@@ -278,8 +363,22 @@ def prepare(module, pair: PatchPair, direction: str = "denoise") -> _Runs:
                 sources[name][:, dst] = source[name][:, src]
     inputs = [receiving["block_inputs"][layer][None] for layer in range(len(module.blocks))]
     layer_inputs = module.layer_inputs(ids)
+    prefix = _receiving_cache(module, inputs, layer_inputs) if reuse_prefix and prefix_reusable(module) else None
     return _Runs(module, ids, position, sources, inputs, layer_inputs, aligned, clean_value, corrupt_value,
-                 lambda hidden: score(hidden, position), lambda hidden: metric(hidden, position), pair.metric)
+                 lambda hidden: score(hidden, position), lambda hidden: metric(hidden, position), pair.metric,
+                 prefix=prefix, receiving_value=corrupt_value if denoise else clean_value,
+                 shared=_shared_prefix(pair), metric_at=metric)
+
+
+def _shared_prefix(pair: PatchPair) -> int:
+    """How many leading positions the two runs share: paired with themselves, the same token in both."""
+    paired = set(pair.pairs)
+    shared = 0
+    for clean, corrupt in zip(pair.clean_ids, pair.corrupt_ids):
+        if clean != corrupt or (shared, shared) not in paired:
+            break
+        shared += 1
+    return shared
 
 
 def metric_function(module, pair: PatchPair, clean_hidden):
@@ -338,8 +437,11 @@ def _head_rows(module, rows: list[int]):
 def scan(runs: _Runs, components: list[tuple], progress, should_stop, batch_size) -> np.ndarray:
     """float64 [N]: the normalised effect of each component (layer, name, *index), name one of POINTS and
     index the head and/or the receiving position (head outputs: head, or head and position; block inputs:
-    position; MLP outputs: nothing, all positions, or a position). One batch row each, in the given order, which
-    must be by layer: each batch starts at its first row's layer."""
+    position; MLP outputs: nothing, all positions, or a position). One batch row each. Computed whole
+    (`runs.prefix` None), the components must come by layer: each batch starts at its first row's layer.
+    Reusing the prefix, any order: they are batched by patched position, then layer (module docstring)."""
+    if runs.prefix is not None:
+        return _scan_suffixes(runs, components, progress, should_stop, batch_size)
     total = len(components)
     batch = batch_size or patch_batch_size(runs.module, runs.ids.shape[1])
     values = np.empty(total, dtype=np.float64)
@@ -347,13 +449,55 @@ def scan(runs: _Runs, components: list[tuple], progress, should_stop, batch_size
         if should_stop is not None and should_stop():
             raise ScanStopped(f"stopped after {start} of {total} patches")
         chunk = components[start : start + batch]
-        grouped: dict[tuple, list[list[int]]] = {}
-        for row, (layer, name, *index) in enumerate(chunk):
-            grouped.setdefault((layer, name), []).append([row, *index])
-        edits = {key: tuple(torch.tensor(column) for column in zip(*rows)) for key, rows in grouped.items()}
-        values[start : start + len(chunk)] = runs.run_from(chunk[0][0], edits, len(chunk))
+        values[start : start + len(chunk)] = runs.run_from(chunk[0][0], _edits(chunk, 0), len(chunk))
         if progress is not None:
             progress(start + len(chunk), total)
+    return runs.normalised(values)
+
+
+def _edits(chunk: list[tuple], start: int) -> dict:
+    """run_from's and run_suffix's edits: (layer, name) -> index tensors (batch rows, then the head and/or the
+    position, counted from `start`) of the chunk's components, one row each in order."""
+    grouped: dict[tuple, list[list[int]]] = {}
+    for row, component in enumerate(chunk):
+        layer, name, *index = component
+        if _per_position(component):
+            index[-1] -= start
+        grouped.setdefault((layer, name), []).append([row, *index])
+    return {key: tuple(torch.tensor(column) for column in zip(*rows)) for key, rows in grouped.items()}
+
+
+def _per_position(component: tuple) -> bool:
+    """Whether a component patches one position (its index's last entry) rather than all of them."""
+    _, name, *index = component
+    return len(index) == (2 if name == "head_outputs" else 1)
+
+
+def _scan_suffixes(runs: _Runs, components: list[tuple], progress, should_stop, batch_size) -> np.ndarray:
+    """`scan` by `_Runs.run_suffix`: the rows by the first position they patch (0 for every position), then by
+    layer; each batch starts at its lowest such position, each row joins it at its own layer."""
+    total = len(components)
+    batch = batch_size or patch_batch_size(runs.module, runs.ids.shape[1])
+    first = [component[-1] if _per_position(component) else 0 for component in components]
+    # Two kinds of patch leave the scored position as in the receiving run, which gives their value without a run:
+    # one after it (attention looks back only), and one at a position of the runs' shared prefix (in a causal
+    # model the same tokens there give both runs the same activations there: the patch puts in what is there).
+    moves = [first[i] <= runs.position and not (_per_position(components[i]) and first[i] < runs.shared)
+             for i in range(total)]
+    values = np.full(total, runs.receiving_value)
+    order = sorted((i for i in range(total) if moves[i]), key=lambda i: (first[i], components[i][0]))
+    skipped = total - len(order)
+    if skipped and progress is not None:
+        progress(skipped, total)
+    for start in range(0, len(order), batch):
+        if should_stop is not None and should_stop():
+            raise ScanStopped(f"stopped after {skipped + start} of {total} patches")
+        rows = sorted(order[start : start + batch], key=lambda i: components[i][0])
+        position = min(first[i] for i in rows)
+        chunk = [components[i] for i in rows]
+        values[rows] = runs.run_suffix(position, [layer for layer, *_ in chunk], _edits(chunk, position))
+        if progress is not None:
+            progress(skipped + start + len(rows), total)
     return runs.normalised(values)
 
 

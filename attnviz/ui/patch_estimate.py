@@ -9,7 +9,6 @@ import numpy as np
 import streamlit as st
 
 from attnviz import plots
-from attnviz.interventions.attribution_patching import agreement
 from attnviz.plots.patching import layer_column
 from attnviz.ui.guard import workbench
 from attnviz.ui.heavy import heavy_action
@@ -35,9 +34,9 @@ def estimate_section(model, inputs: tuple, exact) -> None:
                          key="patch_est_mlps", width="stretch")
     st.caption(t("patch_est_trust"))
     if exact is not None:
-        heads = agreement(estimate.heads, exact.heads, CHECK_TOP)
-        mlps = agreement(estimate.mlps, exact.mlps, 3)
-        residual = agreement(estimate.residual, exact.residual, CHECK_TOP)
+        heads = work.agreement(estimate.heads, exact.heads, CHECK_TOP)
+        mlps = work.agreement(estimate.mlps, exact.mlps, 3)
+        residual = work.agreement(estimate.residual, exact.residual, CHECK_TOP)
         st.caption(t("patch_est_agreement", heads_r=heads.r, heads_top=heads.overlap, k=heads.k,
                      mlps_r=mlps.r, residual_r=residual.r, residual_top=residual.overlap, rk=residual.k))
     _check(model, inputs)
@@ -54,7 +53,7 @@ def _check(model, inputs: tuple) -> None:
             lambda done, total: t("patch_progress", done=done, total=total))
         if checked is None:
             return
-    both = agreement(checked.approx, checked.exact, len(checked.cells))
+    both = work.agreement(checked.approx, checked.exact, len(checked.cells))
     st.caption(t("patch_est_checked", k=len(checked.cells), r=both.r))
     head_table(st, {t("patch_est_column_head"): [f"L{layer} H{head}" for layer, head in checked.cells],
                     t("patch_est_column_estimate"): [round(float(v), 4) for v in checked.approx],

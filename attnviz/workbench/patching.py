@@ -18,13 +18,16 @@ MAX_PATCH_TOKENS = 64
 
 
 def patch_bytes(model, n_tokens: int) -> int:
-    """Transient bytes of patching: one batch of patched runs and both runs' recordings at the edit points
-    (head outputs, MLP outputs, block inputs: [L, T, about 3 C] each, twice, and the aligned copy)."""
+    """Transient bytes of patching: one batch of patched runs, both runs' recordings at the edit points (head
+    outputs, MLP outputs, block inputs: [L, T, about 3 C] each, twice, and the aligned copy) and, for a decoder,
+    the receiving run's keys and values that the per-position rows reuse (interventions.patching)."""
     c = model.config
     itemsize = next(model.module.parameters()).element_size()
     batch = patching.patch_batch_size(model.module, n_tokens)
     recorded = 3 * c.n_layers * n_tokens * (c.n_heads * c.dim_per_head + 2 * c.d_model) * itemsize
-    return batch_bytes.scan_bytes(model, n_tokens, batch, scored=1) + recorded
+    # a decoder's receiving run keeps every layer's keys and values for the rows that reuse its prefix
+    kept = 2 * c.n_layers * n_tokens * c.kv_heads * c.dim_per_head * itemsize if c.causal else 0
+    return batch_bytes.scan_bytes(model, n_tokens, batch, scored=1) + recorded + kept
 
 
 def attribution_bytes(model, n_tokens: int) -> int:
@@ -102,6 +105,11 @@ def estimate(bench: Workbench, model, name: str, clean: str, corrupt: str, targe
     key = _key("estimate", name, clean, corrupt, target, contrast, direction)
     return bench.shared_value(key, compute, lambda value: sum(value.grid(g).nbytes
                                                              for g in attribution_patching.GRIDS) + 4096)
+
+
+def agreement(estimated: np.ndarray, exact: np.ndarray, k: int):
+    """An estimated grid against the exact one (attribution_patching.agreement: Pearson r, top-k overlap)."""
+    return attribution_patching.agreement(estimated, exact, k)
 
 
 def checked_result(bench: Workbench, name: str, clean: str, corrupt: str, target, contrast, direction: str,
