@@ -13,8 +13,9 @@
    message says it is skipped otherwise), each layer's attention recorded where it runs and gathered on one device.
 6. interventions and the atlas on the device against the same work on the CPU (max |Δ| <= 1e-4 of the normalised
    grids, 1e-5 of the atlas's metrics), each timed on both: exact patching (heads grid, residual stream),
-   attribution patching (every grid), the exact check of the estimate's top 10 heads, and an atlas build over 12
-   texts with examples; SmolLM2 on the built-in agreement pair, a tiny random Llama with --tiny-only.
+   attribution patching (every grid), the exact check of the estimate's top 10 heads, a circuit of heads (edge
+   scores, faithfulness against random circuits) and an atlas build over 12 texts with examples; SmolLM2 on the
+   built-in agreement pair, a tiny random Llama with --tiny-only.
 Prints tables and a final PASS/FAIL line; exit 0 pass, 1 fail, 2 when --device cuda has no CUDA.
 """
 
@@ -41,7 +42,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import attnviz  # noqa: E402
-from attnviz.interventions import attribution_patching, patching  # noqa: E402
+from attnviz.interventions import attribution_patching, circuit, patching  # noqa: E402
 from attnviz.loading import build_module, hf, pick_device, split  # noqa: E402
 from attnviz.loading.offline import install_hint, offline_path  # noqa: E402
 from attnviz.models.loaded_model import LoadedModel  # noqa: E402
@@ -270,8 +271,9 @@ def _timed(device: str, work):
 
 def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], cells=None) -> dict:
     """{what: (float64 array, seconds)} on `model`'s device: the exact heads and residual grids, every grid of
-    attribution patching, the exact patching of `cells` (default: the estimate's top 10 heads) and an atlas's six
-    metrics over `texts` (seq_len 128, examples sampled)."""
+    attribution patching, the exact patching of `cells` (default: the estimate's top 10 heads), a circuit of 50
+    edges (its edge scores; its faithfulness and two random circuits', patched exactly) and an atlas's six metrics
+    over `texts` (seq_len 128, examples sampled)."""
     out: dict = {}
     runs = patching.prepare(model.module, pair)
     out["patching heads"] = _timed(device, lambda: patching.heads(runs))
@@ -281,6 +283,9 @@ def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], c
         out[f"attribution {grid}"] = (estimate.grid(grid), seconds)
     cells = attribution_patching.top_cells(estimate.heads, 10) if cells is None else cells
     out["exact check, top 10"] = _timed(device, lambda: attribution_patching.exact_cells(runs, "heads", cells))
+    found, seconds = _timed(device, lambda: circuit.find_circuit(model.module, pair, n_edges=50, samples=2, check=5))
+    out["circuit edge scores"] = (found.edges.scores, seconds)
+    out["circuit faithfulness"] = (np.array([found.faithfulness, *found.controls["paths"]]), seconds)
     with tempfile.TemporaryDirectory() as folder:
         built, seconds = _timed(device, lambda: atlas.build(model, texts, folder, seq_len=128, examples=True))
     out["atlas metrics"] = (np.array([built["metrics"][name] for name in METRICS], dtype=float), seconds)

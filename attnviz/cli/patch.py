@@ -2,7 +2,9 @@
 head's, every MLP's and the residual stream's normalised effect (0 = the corrupted run, 1 = the clean run).
 `--attribution` estimates them instead from one forward and one backward pass
 (attnviz.interventions.attribution_patching), and `--check K` patches each grid's top K exactly, `--check all`
-every cell, with the agreement."""
+every cell, with the agreement. `--circuit [N]` finds a circuit of about N edges between the embedding, the heads,
+the MLPs and the logits (attnviz.interventions.circuit: EAP-IG scores, the circuit's faithfulness patched exactly,
+random circuits of its size), and `--check K` then patches its top K edges exactly."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import time
 import numpy as np
 
 import attnviz
+from attnviz.cli.arguments import int_at_least
+
+CIRCUIT_EDGES = 100  # --circuit without N: readable as a graph, a share of the difference on SmolLM2's pairs
 
 
 def _check(text: str) -> int | str:
@@ -42,7 +47,14 @@ def add_parser(commands) -> None:
                             "backward pass) instead of patching each component")
     patch.add_argument("--check", type=_check, metavar="K|all",
                        help="with --attribution: patch each grid's top K estimated cells exactly, or every cell "
-                            "('all'), and print the agreement")
+                            "('all'), and print the agreement; with --circuit: patch the top K edges exactly")
+    patch.add_argument("--circuit", type=int_at_least(1), nargs="?", const=CIRCUIT_EDGES, metavar="N",
+                       help=f"find a circuit of about N edges (default {CIRCUIT_EDGES}) by edge attribution patching "
+                            "(EAP-IG), with its faithfulness and random circuits of its size, patched exactly")
+    patch.add_argument("--steps", type=int_at_least(1),
+                       help="with --circuit: integrated-gradient steps of the edge scores (default 5; 1: plain EAP)")
+    patch.add_argument("--controls", type=int_at_least(1),
+                       help="with --circuit: random circuits of each kind (uniform edges, random paths; default 10)")
     patch.add_argument("--json", action="store_true", help="print the result as JSON (fields: docs/cli.md)")
 
 
@@ -63,8 +75,14 @@ def _progress(done: int, total: int) -> None:
 def run(args) -> int:
     from attnviz.interventions import patching
 
-    if args.check is not None and not args.attribution:
-        raise ValueError("--check checks attribution patching's estimate: add --attribution")
+    if args.circuit is not None and args.attribution:
+        raise ValueError("--circuit and --attribution are two ways to read the pair: choose one")
+    if args.check is not None and not (args.attribution or args.circuit is not None):
+        raise ValueError("--check checks attribution patching's estimate: add --attribution (or --circuit)")
+    if (args.steps is not None or args.controls is not None) and args.circuit is None:
+        raise ValueError("--steps and --controls set how --circuit scores and controls: add --circuit")
+    if args.check == "all" and args.circuit is not None:
+        raise ValueError("--check all would patch every edge of the graph: give a number of top edges")
     start = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr)
     model = attnviz.load(args.model)
@@ -72,6 +90,8 @@ def run(args) -> int:
     loaded = time.perf_counter()
     if args.attribution:
         return _attribution(args, model, pair, start, loaded)
+    if args.circuit is not None:
+        return _circuit(args, model, pair, start, loaded)
     result = patching.patch(model, pair, args.direction, progress=_progress)
     print(f"load {loaded - start:.1f} s, patching {time.perf_counter() - loaded:.1f} s", file=sys.stderr)
     if args.json:
@@ -152,4 +172,49 @@ def _attribution(args, model, pair, start, loaded) -> int:
         print(f"{grid}, top {len(ch.cells)} checked exactly (estimate -> exact; r {r:.2f}): {pairs}")
     for grid, a in agreements.items():
         print(f"{grid} against exact patching: r {a.r:.3f}, {a.overlap} of the top {a.k} by |effect|")
+    return 0
+
+
+def _circuit(args, model, pair, start, loaded) -> int:
+    from attnviz.interventions import circuit as circuits
+
+    steps = args.steps or circuits.DEFAULT_STEPS
+    found = circuits.find_circuit(model.module, pair, args.direction, args.circuit, steps, args.controls or 10,
+                                  args.check or 0, progress=_progress)
+    print(f"load {loaded - start:.1f} s, circuit {time.perf_counter() - loaded:.1f} s", file=sys.stderr)
+    edges, chosen, graph = found.edges, found.circuit, found.edges.graph
+    tokens = pair.corrupt_tokens if args.direction == "denoise" else pair.clean_tokens
+    if args.json:
+        out = _header(args, pair, edges.clean_value, edges.corrupt_value, tokens)
+        out["circuit"] = {
+            "steps": edges.steps, "requested": chosen.requested, "top": chosen.top,
+            "nodes": list(edges.labels), "n_edges": int(graph.valid().sum()),
+            "edges": [[u, v] for u, v in chosen.edges], "scores": _rounded(chosen.scores),
+            "faithfulness": _rounded(found.faithfulness), "complete": _rounded(found.complete),
+            "controls": {kind: _rounded(values) for kind, values in found.controls.items()}}
+        if found.checked is not None:
+            out["check"] = {"edges": [[u, v] for u, v in found.checked.edges],
+                            "approx": _rounded(found.checked.approx), "exact": _rounded(found.checked.exact),
+                            "r": _rounded(found.checked.agreement.r)}
+        print(json.dumps(out))
+        return 0
+    _print_header(args, pair, edges.clean_value, edges.corrupt_value)
+    print(f"edge attribution patching (EAP-IG, {edges.steps} steps): {graph.n_nodes} nodes, "
+          f"{int(graph.valid().sum())} edges; the {chosen.top} strongest by |score| connect {len(chosen.edges)} "
+          "from the embedding to the logits")
+    print(f"faithfulness of the circuit alone: {found.faithfulness:.3f} (0 = corrupted, 1 = clean; every edge: "
+          f"{found.complete:.3f})")
+    for kind, words in (("paths", "random paths"), ("edges", "uniform edges")):
+        values = found.controls[kind]
+        print(f"  random circuits of {len(chosen.edges)} edges, {words}: mean {values.mean():.3f}, "
+              f"max {values.max():.3f} ({values.size})")
+    print("edges, largest |score| first (score: share of the logit difference, to first order):")
+    for (u, v), score in zip(chosen.edges[:40], chosen.scores):
+        print(f"  {edges.name((u, v))}  {score:+.3f}")
+    if len(chosen.edges) > 40:
+        print(f"  ... and {len(chosen.edges) - 40} more (--json lists them all)")
+    if found.checked is not None:
+        ch = found.checked
+        pairs = ", ".join(f"{edges.name(e)} {a:.3f} -> {x:.3f}" for e, a, x in zip(ch.edges, ch.approx, ch.exact))
+        print(f"top {len(ch.edges)} edges checked exactly alone (estimate -> exact; r {ch.agreement.r:.2f}): {pairs}")
     return 0

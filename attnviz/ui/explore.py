@@ -9,6 +9,7 @@ from attnviz.ui import ablation, long_explore
 from attnviz.ui import attention_lenses as lens_ui
 from attnviz.ui import minimal_pairs as pairs_ui
 from attnviz.ui.attribution import attribution_section
+from attnviz.ui.circuit_view import circuit_section
 from attnviz.ui.detectors import head_detectors
 from attnviz.ui.downloads import exports
 from attnviz.ui.escape import md
@@ -100,6 +101,7 @@ def render() -> None:
             ablation.head_ablation(model, source, text, paired)
             pairs_ui.minimal_pair(model, source, text, paired)
             patching_section(model, source)
+            circuit_section(model, source)
     if which.open:
         with which:
             head_detectors(model, source)

@@ -53,7 +53,8 @@ TRANSLATED_WIDGETS = ("model_preset", "level", "scale", "palette", "focus", "fin
                       "finder_builtin", "finder_kind", "finder_example_direction", "pair_filter", "line_direction",
                       "ablation_layers", "translate_preset", "translate_kind", "lens",
                       "sinks_mine", "sinks_show", "qkmap_corpus", "qkmap_colour",
-                      "atlas_ours_example", "atlas_ours_query", "atlas_pub_example", "atlas_pub_query")
+                      "atlas_ours_example", "atlas_ours_query", "atlas_pub_example", "atlas_pub_query",
+                      "circuit_direction")
 
 
 def _language_changed() -> None:

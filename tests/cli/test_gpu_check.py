@@ -55,6 +55,7 @@ def test_cpu_dry_run_on_tiny_models_passes(gpu_check, global_settings_restored, 
     # section 6 runs every piece of work on the tiny Llama (on a GPU: the device against the CPU)
     assert {r["what"] for r in result["interventions"]} >= {"patching heads", "patching residual",
                                                             "attribution heads", "exact check, top 10",
+                                                            "circuit edge scores", "circuit faithfulness",
                                                             "atlas metrics"}
     assert all(r["ok"] and r["model"] == "tiny llama (GQA)" for r in result["interventions"])
 
