@@ -9,7 +9,7 @@ transformers from the offline GGUF (float32, eager attention, as its `--dtype fl
 `datasets` module that hands it the lines of our text file. Ours runs `python -m attnviz atlas build` on the same file.
 
     .venv/bin/python benchmarks/bench_atlas_headvis.py --headvis-script /path/to/compute-head-metrics.py \
-        --texts 64 --seq-len 128 [--dtype bfloat16]
+        --texts 64 --seq-len 128 [--dtype bfloat16] [--device cuda]
 
 At the end it prints, per metric, the largest difference between HeadVis's scatter values and ours (the same
 computation: float32 within its 4 decimals; bfloat16 as far as two bfloat16 implementations drift apart).
@@ -91,6 +91,9 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both run the model (cuda: the CPU seconds are then what each does besides the "
+                             "GPU's work: HeadVis's per-head loops against our reductions)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                         help="both runs' dtype (HeadVis's pipeline's default is bfloat16; ours float32)")
     parser.add_argument("--before", metavar="DIR",
@@ -109,15 +112,18 @@ def main() -> None:
         model_map.write_text(json.dumps({"smollm2-135m": str(folder)}))
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ATLAS_BENCH_TEXTS=str(corpus),
                    HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        if args.device == "cpu":  # ours loads on CUDA when there is one (attnviz.load's default)
+            env["CUDA_VISIBLE_DEVICES"] = ""
         theirs = [sys.executable, args.headvis_script, "--model-name", str(folder), "--dataset-name", "local",
                   "--n-sequences", str(args.texts), "--seq-len", str(args.seq_len), "--batch-size", "4",
-                  "--device", "cpu", "--dtype", args.dtype, "--np-model-map", str(model_map),
+                  "--device", args.device, "--dtype", args.dtype, "--np-model-map", str(model_map),
                   "--exports-dir", str(scratch / "headvis"), "--hf-cache-dir", str(scratch / "hf-cache")]
         ours = [sys.executable, "-m", "attnviz", "atlas", "build", "--model", SMOLLM, "--texts", str(corpus),
                 "--seq-len", str(args.seq_len)]
         dtype = [] if args.dtype == "float32" else ["--dtype", args.dtype]  # an earlier checkout may not have it
         their_env = dict(env, PYTHONPATH=str(standin))
-        print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, one thread each")
+        print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, {args.dtype} on "
+              f"{args.device}, one thread each")
         print(f"{'round':5} {'run':22} {'CPU s':>8} {'wall s':>8} {'peak GB':>8}")
         for round_ in range(args.rounds):
             # the same work as HeadVis's pipeline: the metrics and the examples, not our detectors (a 1-2 s step
