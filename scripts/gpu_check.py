@@ -14,7 +14,7 @@
 6. interventions and the atlas on the device against the same work on the CPU (max |Δ| <= 1e-4 of the normalised
    grids, 1e-5 of the atlas's metrics), each timed on both: exact patching (heads grid, residual stream),
    attribution patching (every grid), the exact check of the estimate's top 10 heads, a circuit of heads (edge
-   scores, faithfulness against random circuits) and an atlas build over 12 texts with examples; SmolLM2 on the
+   scores, faithfulness against random circuits) and an atlas build over 16 texts with examples; SmolLM2 on the
    built-in agreement pair, a tiny random Llama with --tiny-only.
 Prints tables and a final PASS/FAIL line; exit 0 pass, 1 fail, 2 when --device cuda has no CUDA.
 """
@@ -269,11 +269,11 @@ def _timed(device: str, work):
     return result, time.perf_counter() - start
 
 
-def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], cells=None) -> dict:
+def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], cells=None, masks=None) -> dict:
     """{what: (float64 array, seconds)} on `model`'s device: the exact heads and residual grids, every grid of
-    attribution patching, the exact patching of `cells` (default: the estimate's top 10 heads), a circuit of 50
-    edges (its edge scores; its faithfulness and two random circuits', patched exactly) and an atlas's six metrics
-    over `texts` (seq_len 128, examples sampled)."""
+    attribution patching, the exact patching of `cells` (default: the estimate's top 10 heads), the circuit's edge
+    scores and the faithfulness of `masks` (default: the circuit of 50 edges and two random circuits of its size,
+    patched exactly) and an atlas's six metrics over `texts` (seq_len 128, examples sampled)."""
     out: dict = {}
     runs = patching.prepare(model.module, pair)
     out["patching heads"] = _timed(device, lambda: patching.heads(runs))
@@ -283,13 +283,17 @@ def intervention_work(model: LoadedModel, pair, device: str, texts: list[str], c
         out[f"attribution {grid}"] = (estimate.grid(grid), seconds)
     cells = attribution_patching.top_cells(estimate.heads, 10) if cells is None else cells
     out["exact check, top 10"] = _timed(device, lambda: attribution_patching.exact_cells(runs, "heads", cells))
-    found, seconds = _timed(device, lambda: circuit.find_circuit(model.module, pair, n_edges=50, samples=2, check=5))
-    out["circuit edge scores"] = (found.edges.scores, seconds)
-    out["circuit faithfulness"] = (np.array([found.faithfulness, *found.controls["paths"]]), seconds)
+    circuit_runs = circuit.prepare(model.module, pair)
+    scores, seconds = _timed(device, lambda: circuit.edge_scores(circuit_runs))
+    out["circuit edge scores"] = (scores.scores, seconds)
+    if masks is None:  # the CPU's circuit and random circuits, patched on both (near ties may pick other edges)
+        chosen = circuit.circuit(scores, 50)
+        masks = [chosen.mask(), *circuit.random_circuits(circuit_runs.graph, max(1, len(chosen.edges)), 2)]
+    out["circuit faithfulness"] = _timed(device, lambda: circuit.faithfulness(circuit_runs, masks))
     with tempfile.TemporaryDirectory() as folder:
         built, seconds = _timed(device, lambda: atlas.build(model, texts, folder, seq_len=128, examples=True))
     out["atlas metrics"] = (np.array([built["metrics"][name] for name in METRICS], dtype=float), seconds)
-    out["cells"] = cells
+    out["cells"], out["masks"] = cells, masks
     return out
 
 
@@ -298,7 +302,9 @@ def interventions_check(name: str, model: LoadedModel, pair, device: str, texts:
     cpu_model = on_device(model, "cpu") if model.info.device != "cpu" else model
     device_model = on_device(model, device) if model.info.device != device else model
     on_cpu = intervention_work(cpu_model, pair, "cpu", texts)
-    on_dev = intervention_work(device_model, pair, device, texts, cells=on_cpu.pop("cells"))
+    on_dev = intervention_work(device_model, pair, device, texts, cells=on_cpu.pop("cells"),
+                               masks=on_cpu.pop("masks"))
+    on_dev.pop("cells"), on_dev.pop("masks")
     for what, (want, cpu_s) in on_cpu.items():
         got, dev_s = on_dev[what]
         same_nan = bool((np.isnan(want) == np.isnan(got)).all())

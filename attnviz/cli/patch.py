@@ -206,7 +206,7 @@ def _circuit(args, model, pair, start, loaded) -> int:
           f"{found.complete:.3f})")
     for kind, words in (("paths", "random paths"), ("edges", "uniform edges")):
         values = found.controls[kind]
-        print(f"  random circuits of {len(chosen.edges)} edges, {words}: mean {values.mean():.3f}, "
+        print(f"  random circuits of {max(1, len(chosen.edges))} edges, {words}: mean {values.mean():.3f}, "
               f"max {values.max():.3f} ({values.size})")
     print("edges, largest |score| first (score: share of the logit difference, to first order):")
     for (u, v), score in zip(chosen.edges[:40], chosen.scores):

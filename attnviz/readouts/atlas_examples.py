@@ -212,8 +212,8 @@ def _example(found: SequenceExamples, sequence_id: int, value: float, layer: int
     return Example(sequence_id, value, *found.coo(layer, head), found.seq_len)
 
 
-@lru_cache(maxsize=1 << 16)
-def _priority(seed: int, layer: int, head: int, interval: int, sequence_id: int) -> int:
+@lru_cache(maxsize=1 << 16)  # a slot's few members are ranked again at each offer: their hashes are kept
+def _hash_priority(seed: int, layer: int, head: int, interval: int, sequence_id: int) -> int:
     """A sequence's priority in one head's lower interval (module docstring): the smallest are kept."""
     digest = hashlib.blake2b(f"{seed}:{layer}:{head}:{interval}:{sequence_id}".encode("ascii"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
@@ -297,7 +297,7 @@ class Samplers:
 
     def _decide(self, layer: int, head: int, interval: int, sequence_id: int, value: float) -> int | None:
         """Where in its slot one head's interval would put a sequence offered now (None: it would not keep it):
-        the top interval keeps the largest max, earlier on ties; a lower one the smallest priority (`_priority`).
+        the top interval keeps the largest max, earlier on ties; a lower one the smallest priority (`_hash_priority`).
         Reads the state only, so `keeps` can ask it ahead of `add`. Either rule keeps a sequence offered now only
         if it would keep it among any subset of the sequences offered before it (what a Ray worker relies on)."""
         slot = self.kept.get((layer, head, interval), [])
@@ -313,7 +313,7 @@ class Samplers:
         return last if (self._priority(layer, head, interval, sequence_id), sequence_id) < ranks[last] else None
 
     def _priority(self, layer: int, head: int, interval: int, sequence_id: int) -> int:
-        return _priority(self.seed, layer, head, interval, sequence_id)
+        return _hash_priority(self.seed, layer, head, interval, sequence_id)
 
     def _intervals(self, maxes: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
         """int64, `maxes`' shape: the interval (1 lowest) each head's max falls in, bisect_right over its

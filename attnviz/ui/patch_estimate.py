@@ -10,7 +10,8 @@ import streamlit as st
 
 from attnviz import plots
 from attnviz.plots.patching import layer_column
-from attnviz.ui.guard import workbench
+from attnviz.ui.escape import md
+from attnviz.ui.guard import public_message, refused, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
 from attnviz.ui.widgets import head_grid, head_table
@@ -23,8 +24,15 @@ def estimate_section(model, inputs: tuple, exact) -> None:
     """`inputs`: (source, clean, corrupt, target, contrast, direction), as the exact patching's; `exact`: its
     PatchResult where computed (None: not yet)."""
     bench = workbench()
-    estimate = work.estimate(bench, model, *inputs)
     st.markdown(t("patch_est_title"))
+    estimate = None
+    with refused():  # a full budget says so here, and the exact section below still draws
+        try:
+            estimate = work.estimate(bench, model, *inputs)
+        except ValueError as error:  # both runs score the same: nothing to estimate (the exact section says why)
+            st.warning(t("patch_refused", error=md(public_message(error, inputs[0]))))
+    if estimate is None:
+        return
     st.caption(t("patch_est_caption"))
     text = plot_text()
     grid_col, mlp_col = st.columns([4, 1])

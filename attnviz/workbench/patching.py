@@ -97,7 +97,9 @@ def estimate(bench: Workbench, model, name: str, clean: str, corrupt: str, targe
         pair = pair_of(model, clean, corrupt, target, contrast)
         need = attribution_bytes(model, max(len(pair.clean_ids), len(pair.corrupt_ids)))
         with bench.run_slot(need), bench.reserve(need, keep_model=name):
-            value = attribution_patching.estimate(patching.prepare(model.module, pair, direction))
+            # no patched run follows: the receiving run's keys and values for the prefix reuse are not needed
+            value = attribution_patching.estimate(patching.prepare(model.module, pair, direction,
+                                                                   reuse_prefix=False))
         for grid in attribution_patching.GRIDS:
             value.grid(grid).setflags(write=False)
         return value

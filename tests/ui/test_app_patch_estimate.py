@@ -44,3 +44,15 @@ def test_the_estimate_comes_first_and_its_top_heads_are_checked_exactly(smollm):
     agreement = attribution_patching.agreement(expected.heads, exact, 10)
     line = next(c.value for c in at.caption if c.value.startswith("Against the exact grid"))
     assert f"heads r = {agreement.r:.2f}, {agreement.overlap} of the top 10 the same" in line
+
+
+def test_a_pair_that_scores_the_same_is_refused_in_words_and_the_exact_section_still_draws(smollm):
+    """The same sentence twice: nothing to restore. The estimate says why (no traceback, no generic error), and
+    the exact patching's button is still there below it."""
+    require_offline(SMOLLM)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(view="matters", model=SMOLLM, text=CLEAN, text_b=CLEAN, target=" are", contrast=" is")
+    at.run()
+    assert_clean(at)
+    assert any("score the same" in w.value for w in at.warning)
+    assert at.button(key="patch_run") is not None
