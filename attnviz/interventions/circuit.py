@@ -494,7 +494,7 @@ def edge_scores(runs: CircuitRuns, steps: int = DEFAULT_STEPS) -> Edges:
         alphas = [k / steps for k in range(begin, min(steps, begin + chunk))]
         grads, sums = gradients(runs, alphas)
         flat = grads.cpu().reshape(len(alphas), n, -1)  # A, N, T*C in the model's dtype
-        batch = differences @ flat.sum(0).double().T  # N - 1, N
+        batch = differences @ flat.sum(0, dtype=torch.float64).T  # N - 1, N: summed in float64, whatever the dtype
         for index, block in enumerate(module.blocks):
             norm = block.attn_post_norm
             if norm is None:
@@ -507,7 +507,8 @@ def edge_scores(runs: CircuitRuns, steps: int = DEFAULT_STEPS) -> Edges:
                 _, read = torch.func.jvp(norm, (base,), (tangent[None].expand_as(base).contiguous(),))
             read = read.detach().cpu().to(flat.dtype).reshape(len(alphas), graph.n_heads, -1)  # A, H, T*C
             first = graph.head(index, 0)
-            batch[first : first + graph.n_heads] = torch.einsum("ahx,anx->hn", read, flat).double()
+            # at least float32 (a bfloat16 model's products would round each term); no copy for a float32 model
+            batch[first : first + graph.n_heads] = torch.einsum("ahx,anx->hn", read.float(), flat.float()).double()
         scores += batch
     scores /= steps
     out = np.full((n, n), np.nan)

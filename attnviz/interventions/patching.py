@@ -316,6 +316,7 @@ def _receiving_cache(module, inputs: list, layer_inputs: list) -> list[tuple]:
         cache = LayerCache()
         mask, rotary, bias = layer_inputs[index]
         block(inputs[index], mask, rotary, cache=cache, bias=bias)
+        # the tensors exist already: `kept` only accounts for them under the ceiling while the runs hold them
         caches.append(tuple(kept(t.nbytes, "the receiving run's keys and values", lambda t=t: t)
                             for t in (cache.keys, cache.values)))
     return caches
@@ -482,10 +483,10 @@ def _scan_suffixes(runs: _Runs, components: list[tuple], progress, should_stop, 
     # Two kinds of patch leave the scored position as in the receiving run, which gives their value without a run:
     # one after it (attention looks back only), and one at a position of the runs' shared prefix (in a causal
     # model the same tokens there give both runs the same activations there: the patch puts in what is there).
-    moves = [first[i] <= runs.position and not (_per_position(components[i]) and first[i] < runs.shared)
+    needs_run = [first[i] <= runs.position and not (_per_position(components[i]) and first[i] < runs.shared)
              for i in range(total)]
     values = np.full(total, runs.receiving_value)
-    order = sorted((i for i in range(total) if moves[i]), key=lambda i: (first[i], components[i][0]))
+    order = sorted((i for i in range(total) if needs_run[i]), key=lambda i: (first[i], components[i][0]))
     skipped = total - len(order)
     if skipped and progress is not None:
         progress(skipped, total)
