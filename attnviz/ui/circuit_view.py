@@ -8,37 +8,19 @@ shared. `circuit_section(model, source)` draws it (Explore's "Does it matter" ta
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import streamlit as st
 
-from attnviz.analysis.views import visible_token
 from attnviz.plots.circuit import circuit_graph
 from attnviz.ui.escape import md
-from attnviz.ui.focus import bound, focus, set_focus
 from attnviz.ui.guard import guarded, public_message, workbench
 from attnviz.ui.heavy import heavy_action
 from attnviz.ui.language import plot_text, t
-from attnviz.ui.patching import DEFAULT_CONTRAST, DEFAULT_TARGET, MIN_GAP, pair_prefixes
-from attnviz.ui.url_state import MAX_TEXT, MAX_TOKEN_TEXT
+from attnviz.ui.patching import MIN_GAP, pair_inputs
 from attnviz.workbench import circuit as work
-from attnviz.workbench.patching import builtin_patch_pairs, pair_of
+from attnviz.workbench.patching import pair_of
 
 DEFAULT_SIZE = 100  # edges: readable as a graph, and enough to carry a share of the difference on SmolLM2's pairs
-
-
-@functools.cache
-def _builtin() -> dict:
-    return {spec.id: spec for spec in builtin_patch_pairs()}
-
-
-def _pick() -> None:
-    """A built-in pair fills the two boxes, and its target and contrast become the focus's."""
-    spec = _builtin().get(st.session_state.get("circuit_pair"))
-    if spec is not None:
-        st.session_state.update(circuit_clean=spec.clean, circuit_corrupt=spec.corrupt)
-        set_focus(target=spec.target, contrast=spec.contrast)
 
 
 def circuit_section(model, source: str) -> None:
@@ -48,23 +30,7 @@ def circuit_section(model, source: str) -> None:
         if not model.info.causal:
             st.info(t("circuit_decoders_only"))
             return
-        now = focus()
-        seeded = (source, now.text, now.text_b, now.pos)
-        if st.session_state.get("_circuit_seeded") != seeded:  # the focus's pair, again whenever it changes
-            st.session_state["_circuit_seeded"] = seeded
-            clean, corrupt = pair_prefixes(model, now.text, now.text_b, now.pos)
-            st.session_state.update(circuit_clean=clean, circuit_corrupt=corrupt)
-        labels = {pid: f"{pid}: {spec.clean} / {spec.corrupt} → {visible_token(spec.target)} / "
-                       f"{visible_token(spec.contrast)}" for pid, spec in _builtin().items()}
-        st.selectbox(t("patch_builtin"), list(labels), index=None, key="circuit_pair", format_func=labels.get,
-                     on_change=_pick, placeholder="…")
-        left, right = st.columns(2)
-        clean = left.text_input(t("patch_clean"), key="circuit_clean", max_chars=MAX_TEXT)
-        corrupt = right.text_input(t("patch_corrupt"), key="circuit_corrupt", max_chars=MAX_TEXT)
-        target = left.text_input(t("patch_target"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
-                                 **bound("circuit_target", "target", shown=now.target or DEFAULT_TARGET))
-        contrast = right.text_input(t("patch_contrast"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
-                                    **bound("circuit_contrast", "contrast", shown=now.contrast or DEFAULT_CONTRAST))
+        left, right, clean, corrupt, target, contrast = pair_inputs(model, source, "circuit")
         direction = left.radio(t("circuit_direction"), ("denoise", "noise"), horizontal=True,
                                key="circuit_direction",
                                format_func={d: t(f"circuit_{d}") for d in ("denoise", "noise")}.get)

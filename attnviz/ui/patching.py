@@ -35,11 +35,11 @@ def _builtin() -> dict:
     return {spec.id: spec for spec in builtin_patch_pairs()}
 
 
-def _pick() -> None:
+def _pick(prefix: str) -> None:
     """A built-in pair fills the clean and corrupted boxes, and its target and contrast become the focus's."""
-    spec = _builtin().get(st.session_state.get("patch_pair"))
+    spec = _builtin().get(st.session_state.get(f"{prefix}_pair"))
     if spec is not None:
-        st.session_state.update(patch_clean=spec.clean, patch_corrupt=spec.corrupt)
+        st.session_state.update({f"{prefix}_clean": spec.clean, f"{prefix}_corrupt": spec.corrupt})
         set_focus(target=spec.target, contrast=spec.contrast)
 
 
@@ -67,32 +67,40 @@ def pair_prefixes(model, text: str, second: str, position: int | None) -> tuple[
     return cut[0], cut[1]
 
 
+def pair_inputs(model, source: str, prefix: str) -> tuple:
+    """A minimal pair's boxes, as patching ("patch") and the circuit of heads ("circuit") show them, their widget
+    keys `{prefix}_...`: the focus's pair up to its read position (again whenever it changes), a built-in pair, the
+    clean and corrupted sentences, the target and contrast (the focus's). Returns (left, right, clean, corrupt,
+    target, contrast): the two columns, for what a section adds under them, and the texts."""
+    now = focus()
+    seeded = (source, now.text, now.text_b, now.pos)
+    if st.session_state.get(f"_{prefix}_seeded") != seeded:
+        st.session_state[f"_{prefix}_seeded"] = seeded
+        clean, corrupt = pair_prefixes(model, now.text, now.text_b, now.pos)
+        st.session_state.update({f"{prefix}_clean": clean, f"{prefix}_corrupt": corrupt})
+    labels = {pid: f"{pid}: {spec.clean} / {spec.corrupt} → {visible_token(spec.target)} / "
+                   f"{visible_token(spec.contrast)}" for pid, spec in _builtin().items()}
+    st.selectbox(t("patch_builtin"), list(labels), index=None, key=f"{prefix}_pair", format_func=labels.get,
+                 on_change=_pick, args=(prefix,), placeholder="…")
+    left, right = st.columns(2)
+    # As long as the sentence boxes they are cut from; work.pair_of bounds the tokens.
+    clean = left.text_input(t("patch_clean"), key=f"{prefix}_clean", max_chars=MAX_TEXT)
+    corrupt = right.text_input(t("patch_corrupt"), key=f"{prefix}_corrupt", max_chars=MAX_TEXT)
+    target = left.text_input(t("patch_target"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
+                             **bound(f"{prefix}_target", "target", shown=now.target or DEFAULT_TARGET))
+    contrast = right.text_input(t("patch_contrast"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
+                                **bound(f"{prefix}_contrast", "contrast", shown=now.contrast or DEFAULT_CONTRAST))
+    spaced_hint(model, target, "target", f"{prefix}_target", left)
+    spaced_hint(model, contrast, "contrast", f"{prefix}_contrast", right)
+    return left, right, clean, corrupt, target, contrast
+
+
 def patching_section(model, source: str) -> None:
     with st.expander(t("patch_title")):
         st.caption(t("patch_caption"))
         if not model.info.causal and not model.info.mlm_head:
             st.caption(t("patch_embedding_metric"))
-        # The focus's pair (its text and second text), up to its read position; again whenever they change.
-        now = focus()
-        seeded = (source, now.text, now.text_b, now.pos)
-        if st.session_state.get("_patch_seeded") != seeded:
-            st.session_state["_patch_seeded"] = seeded
-            clean, corrupt = pair_prefixes(model, now.text, now.text_b, now.pos)
-            st.session_state.update(patch_clean=clean, patch_corrupt=corrupt)
-        labels = {pid: f"{pid}: {spec.clean} / {spec.corrupt} → {visible_token(spec.target)} / "
-                       f"{visible_token(spec.contrast)}" for pid, spec in _builtin().items()}
-        st.selectbox(t("patch_builtin"), list(labels), index=None, key="patch_pair", format_func=labels.get,
-                     on_change=_pick, placeholder="…")
-        left, right = st.columns(2)
-        # As long as the sentence boxes they are cut from; work.pair_of bounds the tokens.
-        clean = left.text_input(t("patch_clean"), key="patch_clean", max_chars=MAX_TEXT)
-        corrupt = right.text_input(t("patch_corrupt"), key="patch_corrupt", max_chars=MAX_TEXT)
-        target = left.text_input(t("patch_target"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
-                                 **bound("patch_target", "target", shown=now.target or DEFAULT_TARGET))
-        contrast = right.text_input(t("patch_contrast"), help=t("patch_token_help"), max_chars=MAX_TOKEN_TEXT,
-                                    **bound("patch_contrast", "contrast", shown=now.contrast or DEFAULT_CONTRAST))
-        spaced_hint(model, target, "target", "patch_target", left)
-        spaced_hint(model, contrast, "contrast", "patch_contrast", right)
+        _, _, clean, corrupt, target, contrast = pair_inputs(model, source, "patch")
         direction = st.radio(t("patch_direction"), ("denoise", "noise"), horizontal=True, key="patch_direction",
                              format_func={d: t(f"patch_{d}") for d in ("denoise", "noise")}.get)
         patch_results(model, source, clean.strip(), corrupt.strip(), target, contrast, direction)
