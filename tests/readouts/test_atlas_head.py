@@ -21,17 +21,8 @@ from attnviz.readouts import atlas, atlas_headvis
 from attnviz.readouts.atlas_folders import ATLAS_DIR_VARIABLE, folder_name, published_folder_for
 from attnviz.readouts.atlas_head import example_text, read_head
 from attnviz.workbench.atlas import builtin_texts
+from tests.helpers.atlas_texts import TEXTS
 
-TEXTS = [
-    "The cat sat on the mat. The cat sat on the mat. The cat",
-    "Hi there",
-    "The keys to the cabinet are on the table.",
-    "the the the the the",
-    "A dog ran in the park, and the cat watched the dog from the wall.",
-    "Ok",
-    "Colorless green ideas sleep furiously, and the ideas sleep.",
-    "Birds fly south in winter; the birds return in spring.",
-]
 CPU_BUDGET_S = 0.1  # issue 37: a click reads the store in at most 0.1 server CPU-s
 
 

@@ -17,17 +17,7 @@ from attnviz.cli.main import main
 from attnviz.readouts import atlas, atlas_headvis
 from attnviz.readouts.atlas_examples import MAX_BINS, QK_DISTANCE_EDGES, sequence_measures
 from attnviz.readouts.atlas_metrics import METRICS
-
-TEXTS = [
-    "The cat sat on the mat. The cat sat on the mat. The cat",
-    "Hi there",  # shorter than 8 keys
-    "The keys to the cabinet are on the table.",
-    "the the the the the",
-    "A dog ran in the park, and the cat watched the dog from the wall.",
-    "Ok",
-    "Colorless green ideas sleep furiously, and the ideas sleep.",
-    "Birds fly south in winter; the birds return in spring.",
-]
+from tests.helpers.atlas_texts import TEXTS
 
 
 @pytest.fixture(scope="module")

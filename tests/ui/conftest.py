@@ -16,3 +16,23 @@ def app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert_clean(at)
     return at
+
+
+# Of the shipped sentences, what an atlas test builds over: the page's behaviour, not the build's size, is under test.
+ATLAS_TEXTS = 24
+
+
+@pytest.fixture(scope="module")
+def atlas_env(tmp_path_factory):
+    """(the atlas folder, the texts): the app's atlases kept in a fresh folder, and its first-use build over the first
+    ATLAS_TEXTS shipped sentences, for the test module."""
+    from attnviz.workbench import atlas as work
+
+    require_offline(MINILM)
+    folder = tmp_path_factory.mktemp("atlas")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(work.ATLAS_DIR_VARIABLE, str(folder))
+    texts = work.builtin_texts()[:ATLAS_TEXTS]
+    patch.setattr(work, "builtin_texts", lambda: texts)
+    yield folder, texts
+    patch.undo()

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnviz.ui.guard import workbench
 from attnviz.workbench import Workbench, shelf
 from attnviz.workbench import atlas as work
-from tests.conftest import MINILM, require_offline
+from tests.conftest import MINILM
 from tests.helpers.i18n import data_words, walk
 from tests.helpers.jobs import finish_jobs
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart
 
 ATLAS = "app_pages/5_Atlas.py"
-TEXTS = 24  # of the shipped sentences: the page's behaviour, not the build's size, is under test
 
 
 def table(at: AppTest, column: str):
@@ -31,18 +29,6 @@ def page(at: AppTest) -> AppTest:
     at.switch_page(ATLAS).run()
     assert_clean(at)
     return at
-
-
-@pytest.fixture(scope="module")
-def atlas_env(tmp_path_factory):
-    require_offline(MINILM)
-    folder = tmp_path_factory.mktemp("atlas")
-    patch = pytest.MonkeyPatch()
-    patch.setenv(work.ATLAS_DIR_VARIABLE, str(folder))
-    texts = work.builtin_texts()[:TEXTS]
-    patch.setattr(work, "builtin_texts", lambda: texts)
-    yield folder, texts
-    patch.undo()
 
 
 def test_atlas_page(atlas_env):

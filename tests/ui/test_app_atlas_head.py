@@ -22,12 +22,12 @@ from attnviz.ui.atlas_examples import SHOWN, for_explore, tokens_html
 from attnviz.ui.strings import translate
 from attnviz.workbench import Workbench, shelf
 from attnviz.workbench import atlas as work
-from tests.conftest import MINILM, require_offline
+from tests.conftest import MINILM
 from tests.helpers.i18n import data_words, walk
 from tests.helpers.pages import APP, TIMEOUT, assert_clean, chart
+from tests.ui.conftest import ATLAS_TEXTS
 
 ATLAS = "app_pages/5_Atlas.py"
-TEXTS = 24
 HOSTILE = ["<b>x</b>", "$x$", "www.evil.example", '"><img src=x onerror=alert(1)>', "a\nb", " "]
 HOSTILE_MODEL = "<b>pub</b> www.evil.example $x$"
 
@@ -49,14 +49,9 @@ def html(at: AppTest) -> str:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(atlas_env):
     """MiniLM's atlas over the first shipped sentences, and its head with the most examples."""
-    require_offline(MINILM)
-    folder = tmp_path_factory.mktemp("atlas")
-    patch = pytest.MonkeyPatch()
-    patch.setenv(work.ATLAS_DIR_VARIABLE, str(folder))
-    texts = work.builtin_texts()[:TEXTS]
-    patch.setattr(work, "builtin_texts", lambda: texts)
+    folder, texts = atlas_env
     bench = Workbench()
     model = shelf.load_model(bench, shelf.check_source(MINILM))
     work.build_builtin(bench, model, MINILM)
@@ -67,8 +62,7 @@ def built(tmp_path_factory):
                                   "ORDER BY count(*) DESC, layer, head LIMIT 1").fetchone()
     finally:
         con.close()
-    yield {"folder": folder, "ours": ours, "texts": texts, "bench": bench, "head": (layer, head)}
-    patch.undo()
+    return {"folder": folder, "ours": ours, "texts": texts, "bench": bench, "head": (layer, head)}
 
 
 def opened(built) -> AppTest:
@@ -100,7 +94,7 @@ def test_the_examples_histograms_and_the_published_atlas(built, tmp_path):
               tokens=first.seq_len) in body
     assert 'class="tk q"' not in body  # no query picked: each token shaded by the most it gets
     # the histograms and the top tokens
-    assert chart(at, "atlas_ours_max_histogram")["layout"]["meta"]["total"] == TEXTS  # every sequence, once
+    assert chart(at, "atlas_ours_max_histogram")["layout"]["meta"]["total"] == ATLAS_TEXTS  # every sequence, once
     assert chart(at, "atlas_ours_qk_histogram")["layout"]["meta"]["bins"] >= 4
     top = tables(at, "weight")
     assert len(top) == 2 and all(len(t) > 0 for t in top)
