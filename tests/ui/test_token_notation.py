@@ -78,8 +78,9 @@ def test_a_target_without_its_space_is_named_and_the_spaced_one_offered(smollm):
     offers = [b.key for b in at.button if b.key and b.key.endswith("_spaced")]
     assert set(offers) == {"lens_target_spaced", "dla_target_spaced"}  # every target box
     assert any("“are” has no leading space" in c.value and "␣are" in c.value for c in at.caption)
+    # the pair's target box of patching and of the circuit of heads (one function draws both: ui/patching.pair_inputs)
     assert [b.key for b in open_view(at, "matters").button if b.key and b.key.endswith("_spaced")] == [
-        "patch_target_spaced"]
+        "patch_target_spaced", "circuit_target_spaced"]
     open_view(at, "writes")
     at.button(key="dla_target_spaced").click().run()
     assert_clean(at)
