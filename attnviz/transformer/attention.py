@@ -86,14 +86,50 @@ def attention_context(probs, v):
     return torch.matmul(probs, v)  # B, H, T, D
 
 
+# A causal map of more query rows than this is computed FULL_BLOCK_ROWS rows at a time over the keys each block
+# may see, its blocked cells written as zeros: the scores, softmax and context of the upper triangle are never
+# computed (at 512 tokens 5/8 of them are; benchmarks/bench_peers.py's forward rows).
+FULL_BLOCK_ROWS = 128
+
+
 def full_maps(q, k, v, mask, scale, bias, softcap, sinks, record):
-    """The whole [B, H, T, S] map at once. Returns (context [B, H, T, D], probabilities [B, H, T, S]); the
-    record is handed the scores and gives the buffer the probabilities are written into (or None)."""
-    with spending(map_bytes(q, k.shape[2], q.shape[2]), "the attention maps"):
-        scores = attention_scores(q, k, scale, bias, softcap, mask)  # B, H, T, S
-        record.keep("scores", scores)
-        probs = attention_softmax(scores, sinks, q.dtype, out=record.probabilities_buffer(scores))  # B, H, T, S
-        return attention_context(probs, v), probs
+    """The whole [B, H, T, S] map. Returns (context [B, H, T, D], probabilities [B, H, T, S]); the record gives
+    the buffer the probabilities are written into (or None: a new tensor). Where the mask hides whole blocks of
+    keys (causal, sliding window) and the record does not keep the scores, the map is made in blocks of rows
+    (`masked_blocks`); else at once, the record handed the scores."""
+    b, h, t, _ = q.shape
+    s = k.shape[2]
+    plans = None if record.wants("scores") else masked_blocks(mask, t, s)
+    with spending(map_bytes(q, s, t), "the attention maps"):
+        if plans is None:
+            scores = attention_scores(q, k, scale, bias, softcap, mask)  # B, H, T, S
+            record.keep("scores", scores)
+            probs = attention_softmax(scores, sinks, q.dtype, out=record.probabilities_buffer((b, h, t, s), q))
+            return attention_context(probs, v), probs  # B, H, T, D; B, H, T, S
+        probs = record.probabilities_buffer((b, h, t, s), q)
+        probs = q.new_empty(b, h, t, s) if probs is None else probs  # B, H, T, S
+        context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D
+        for r0, r1, c0, c1, m0, blocked in plans:
+            scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1),
+                                      softcap)  # B, H, R, C
+            if blocked is not None:
+                scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(
+                    blocked, torch.finfo(scores.dtype).min)
+            rows = probs[:, :, r0:r1]  # B, H, R, S: the keys outside c0:c1 get probability 0, as HF's softmax gives
+            rows[..., :c0].zero_()
+            rows[..., c1:].zero_()
+            block = attention_softmax(scores, sinks, q.dtype, out=rows[..., c0:c1])
+            context[:, :, r0:r1] = attention_context(block, v[:, :, c0:c1])
+        return context, probs
+
+
+def masked_blocks(mask, t: int, s: int) -> list[BlockPlan] | None:
+    """`full_maps`' blocks of FULL_BLOCK_ROWS rows where the mask hides whole blocks of keys from some of them
+    (a causal map longer than one block, a sliding window); None where every block sees every key."""
+    if mask is None or t <= FULL_BLOCK_ROWS:
+        return None
+    plans = block_plans(mask, t, s, FULL_BLOCK_ROWS)
+    return None if all(plan.c0 == 0 and plan.c1 == s for plan in plans) else plans
 
 
 def map_bytes(q, s: int, rows: int) -> int:

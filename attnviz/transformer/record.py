@@ -94,20 +94,22 @@ class LayerRecord:
         self.keep(name, tensor)
         return tensor
 
-    def probabilities_buffer(self, like: torch.Tensor) -> torch.Tensor | None:
-        """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use, shaped
-        like the scores `like`), for the softmax to write into; None when attentions are not wanted. A layer
-        running on another device than the buffer (a split model) gets a buffer of its own there, which
-        `Recorder.stacked` copies in at the end."""
+    def probabilities_buffer(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
+        """This layer's slice of the [L, B, H, T, S] attentions tensor (allocated on first use; `shape` is
+        [B, H, T, S], in the dtype and on the device of `like`), for the softmax to write into; None when
+        attentions are not wanted. A layer running on another device than the buffer (a split model) gets a
+        buffer of its own there, which `Recorder.stacked` copies in at the end."""
         recorder = self.recorder
         if "attentions" not in recorder.names:
             return None
-        if recorder.attentions is None or recorder.attentions.shape[1:] != like.shape:
-            recorder.attentions = kept(len(recorder.layers) * like.nbytes, "the attention maps of every layer",
-                                       lambda: like.new_empty(len(recorder.layers), *like.shape))
+        shape = torch.Size(shape)
+        nbytes = shape.numel() * like.element_size()
+        if recorder.attentions is None or recorder.attentions.shape[1:] != shape:
+            recorder.attentions = kept(len(recorder.layers) * nbytes, "the attention maps of every layer",
+                                       lambda: like.new_empty(len(recorder.layers), *shape))
         if recorder.attentions.device != like.device:
             own = recorder.layers[self.layer]["attentions"] = kept(
-                like.nbytes, "the attention maps of every layer", lambda: like.new_empty(like.shape))
+                nbytes, "the attention maps of every layer", lambda: like.new_empty(shape))
             return own
         return recorder.attentions[self.layer]
 
@@ -126,7 +128,7 @@ class _Nothing:
     def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
-    def probabilities_buffer(self, like: torch.Tensor) -> None:
+    def probabilities_buffer(self, shape: tuple[int, ...], like: torch.Tensor) -> None:
         return None
 
 

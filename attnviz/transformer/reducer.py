@@ -80,11 +80,13 @@ class Reducer:
     names = frozenset({"queries", "keys"})
 
     def __init__(self, reductions: dict[str, Reduction], n_tokens: int, chunk_rows: int = CHUNK_ROWS,
-                 keep_dtype: torch.dtype = torch.float16, progress=None) -> None:
+                 keep_dtype: torch.dtype = torch.float16, progress=None, keep: bool = True) -> None:
+        """`keep`: keep the queries and keys (False: a caller that needs only its reductions, such as the atlas,
+        saves their copies; `result` then has no "queries" and "keys")."""
         taken = sorted(self.names & set(reductions))
         if taken:
             raise ValueError(f"{taken}: names of what a Reducer keeps itself, not of a reduction")
-        self.reductions, self.n_tokens = dict(reductions), n_tokens
+        self.reductions, self.n_tokens, self.keeps = dict(reductions), n_tokens, keep
         self.rows, self.keep_dtype, self.progress = chunk_rows, keep_dtype, progress
         self.begin(0)
 
@@ -118,6 +120,8 @@ class Reducer:
         """Each reduction's result under its name, and "queries" [L, H, T, D] and "keys" [L, K, S, D] (numpy,
         in `keep_dtype`)."""
         results = {name: reduction.result() for name, reduction in self.reductions.items()}
+        if not self.keeps:
+            return results
         return results | {"queries": self.kept["queries"].numpy(), "keys": self.kept["keys"].numpy()}
 
 
@@ -131,7 +135,7 @@ class _LayerReducer:
         self.reducer, self.layer = reducer, layer
 
     def wants(self, name: str) -> bool:
-        return name in Reducer.names
+        return self.reducer.keeps and name in Reducer.names
 
     def keep(self, name: str, tensor: torch.Tensor) -> None:
         if not self.wants(name):
