@@ -36,7 +36,7 @@ from functools import lru_cache, partial
 import numpy as np
 import torch
 
-from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums
+from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums, diagonal_sums
 from attnviz.readouts.atlas_store import insert_rows
 from attnviz.transformer.reducer import CHUNK_ROWS, Block, Reducer
 
@@ -116,7 +116,9 @@ class AtlasExamples:
         self.n, self.k, self.threshold, self.keeps = n_tokens, min(top_k, n_tokens), threshold, keeps
         self.layers: dict[int, list[torch.Tensor]] = {}
         self.rows_of: dict[int, torch.Tensor] = {}  # per layer: bool [H], whose top-k rows were taken
-        self._bins: dict[tuple, torch.Tensor] = {}  # a block shape's |i - j| bin per cell, shared by the layers
+        self._bins: dict[tuple, torch.Tensor] = {}  # a block shape's |i - j| bin per diagonal, shared by the layers
+        self.fresh_from: dict[int, int] = {}  # per layer: the first row no block has held yet
+        self._scratch: dict = {}  # diagonal_sums' padded copies (where AtlasSums does not make them first)
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         if n_rows != self.n:
@@ -128,6 +130,7 @@ class AtlasExamples:
             torch.zeros(n_heads, len(QK_DISTANCE_EDGES), dtype=torch.float64, device=device),  # last: d >= 4096
         ]
         self.rows_of[layer] = torch.ones(n_heads, dtype=torch.bool)
+        self.fresh_from.pop(layer, None)
 
     def add(self, layer: int, block: Block) -> None:
         p, r0, c0 = block.probs, block.r0, block.c0
@@ -142,30 +145,37 @@ class AtlasExamples:
             self.rows_of[layer] = wanted
             heads = wanted.nonzero()[:, 0].to(p.device)
         if heads is None or heads.numel():
-            self._top_rows(p if heads is None else p[heads], r0, c0, values, columns, heads)
-        mass.index_add_(1, self._bins_of(r0, c0, r, c, p.device), p.reshape(h, -1).double())
+            self._top_rows(layer, p if heads is None else p[heads], r0, c0, values, columns, heads)
+        distance, sums = block.share("diagonal_sums", lambda: diagonal_sums(p, r0, c0, self._scratch))
+        mass.index_add_(1, self._bins_of(distance), sums)
 
-    def _top_rows(self, p: torch.Tensor, r0: int, c0: int, values: torch.Tensor, columns: torch.Tensor,
+    def _top_rows(self, layer: int, p: torch.Tensor, r0: int, c0: int, values: torch.Tensor, columns: torch.Tensor,
                   heads: torch.Tensor | None) -> None:
-        """Each row's top k of the block merged into the rows' top k so far (all heads, or those `heads`)."""
+        """Each row's top k of the block merged into the rows' top k so far (all heads, or those `heads`). Rows
+        no earlier block of the layer held (the row kernel's blocks hold each row once) take the block's top k
+        as it is: there is nothing to merge."""
         _, r, c = p.shape
         v, j = p.topk(min(self.k, c), dim=-1)  # H, R, kc
         pick = slice(None) if heads is None else heads
+        if r0 >= self.fresh_from.get(layer, 0):
+            self.fresh_from[layer] = r0 + r
+            kc = v.shape[-1]
+            values[pick, r0 : r0 + r, :kc] = v  # the slots after kc stay 0: no weight
+            columns[pick, r0 : r0 + r, :kc] = j + c0
+            return
         both_v = torch.cat((values[pick, r0 : r0 + r], v), -1)
         both_j = torch.cat((columns[pick, r0 : r0 + r], j + c0), -1)
         v, at = both_v.topk(self.k, dim=-1)
         values[pick, r0 : r0 + r] = v
         columns[pick, r0 : r0 + r] = both_j.gather(-1, at)
 
-    def _bins_of(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> torch.Tensor:
-        """[R * C] int64: each cell's bin of |i - j| in QK_DISTANCE_EDGES (the last: >= 4,096)."""
-        key = (r0, c0, r, c, device)
+    def _bins_of(self, distance: torch.Tensor) -> torch.Tensor:
+        """[D] int64: the bin of |d| in QK_DISTANCE_EDGES (the last: >= 4,096) of each diagonal of
+        `diagonal_sums`; made once a block shape."""
+        key = (int(distance[0]), distance.numel(), distance.device)
         if key not in self._bins:
-            rows = torch.arange(r0, r0 + r, device=device)
-            cols = torch.arange(c0, c0 + c, device=device)
-            edges = torch.tensor(QK_DISTANCE_EDGES, device=device)
-            self._bins[key] = (torch.bucketize((rows[:, None] - cols[None, :]).abs(), edges, right=True)
-                               - 1).reshape(-1)
+            edges = torch.tensor(QK_DISTANCE_EDGES, device=distance.device)
+            self._bins[key] = torch.bucketize(distance.abs(), edges, right=True) - 1
         return self._bins[key]
 
     def result(self) -> SequenceExamples:
@@ -191,7 +201,7 @@ def sequence_measures(module, ids, device="cpu", threshold: float = INDUCTION_TH
         skipped.skipped = 1
         return skipped, None
     sums, examples = AtlasSums(ids, threshold), AtlasExamples(len(ids), keeps=keeps)
-    reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows)
+    reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows, keep=False)
     tensor = torch.tensor([list(ids)], dtype=torch.long, device=device)
     module(tensor, torch.ones_like(tensor), torch.zeros_like(tensor), with_logits=False, record=reducer)
     return sums.result(), examples.result()

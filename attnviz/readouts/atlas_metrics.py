@@ -32,6 +32,9 @@ from attnviz.transformer.model import Transformer
 from attnviz.transformer.reducer import CHUNK_ROWS, Block, Reducer
 
 INDUCTION_THRESHOLD = 0.01  # HeadVis's DEFAULT_INDUCTION_ATTENTION_THRESHOLD
+TINY = torch.finfo(torch.float32).tiny
+SCRATCH_BYTES = 32 * 2**20  # the padded copies `diagonal_sums` keeps (T = 512: two block shapes, 16 MB)
+DIAGONAL_ROWS = 16  # rows a float32 partial sum of `diagonal_sums` runs over (relative error below 16 x 6e-8)
 METRICS = ("self_attention_score", "prev_token_score", "pattern_entropy", "qk_distance", "qk_distance_variance",
            "induction_score")
 # The float64 [L, H] sums of HeadSums, in this order in an AtlasSums accumulator.
@@ -39,12 +42,9 @@ SUMS = ("self_attention", "prev_token", "entropy", "distance", "distance_squared
 # The integer counts of HeadSums: query positions pooled, rows with a previous token, rows with an earlier
 # occurrence of their token, sequences pooled, sequences of one token left out.
 COUNTS = ("positions", "prev_positions", "induction_positions", "sequences", "skipped")
-# The rows of an AtlasSums accumulator: first the five its weights' matrix product fills (`AtlasSums._weights`),
-# then the entropy's and the induction's; "first_token" is the sink share's sum.
+# The rows of an AtlasSums accumulator: first the four read off the diagonal sums (`AtlasSums._weights`), then
+# the sink share's sum ("first_token"), the entropy's and the induction's.
 ROWS = ("self_attention", "prev_token", "distance", "distance_squared", "first_token", "entropy", "induction")
-TINY = torch.finfo(torch.float32).tiny
-CHUNK_CELLS = 32_768  # cells of a block converted to float64 at once (x H x 8 bytes)
-GEOMETRY_BYTES = 32 * 2**20  # the block weights one sequence keeps for its layers (T = 512: 8 MB)
 
 
 @dataclass
@@ -105,6 +105,39 @@ class HeadSums:
         }
 
 
+def diagonal_sums(p: torch.Tensor, r0: int, c0: int, scratch: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sums of a block's probabilities along each diagonal: (d int64 [D], float64 [H, D]), the signed
+    distance d = i - j of each diagonal (descending) and the sum of p[i, j] over the block's cells with i - j = d,
+    for the block p [H, R, C] of rows r0.. and columns c0.. Every function of d alone summed over the block
+    (HeadVis's diagonal, previous-token and distance sums, the distance histogram) is then a product with these:
+    one pass over p instead of one each.
+
+    Each row sits in a copy padded by zeros on both sides, read through a view whose row stride is one more than
+    the copy's, so that a diagonal of p is a column of the view. The columns are summed in float32 over
+    DIAGONAL_ROWS rows at a time (a float64 sum of a strided view would first copy it whole in float64) and those
+    sums in float64. `scratch` (a dict the caller keeps) holds the padded copy of each block shape between calls,
+    so its zeros are written once (at most SCRATCH_BYTES of them)."""
+    h, r, c = p.shape
+    rows = -(-r // DIAGONAL_ROWS) * DIAGONAL_ROWS  # R rounded up: the rows after R are zeros
+    width = c + 2 * (rows - 1)
+    key = (h, r, c, p.dtype, p.device)
+    padded = None if scratch is None else scratch.get(key)
+    if padded is None:
+        padded = p.new_zeros(h, rows, width)  # H, R', C + 2(R' - 1)
+        if scratch is not None:
+            if sum(t.nbytes for t in scratch.values()) + padded.nbytes > SCRATCH_BYTES:
+                scratch.clear()
+            scratch[key] = padded
+    padded[:, :r, rows - 1 : rows - 1 + c] = p
+    # [h, k, row, y] -> padded[h, k * DIAGONAL_ROWS + row, that row + y]: the cell of row k * DIAGONAL_ROWS + row
+    # on the diagonal d = R' - 1 - y (relative to the block's corner)
+    n = rows + c - 1
+    skewed = padded.as_strided((h, rows // DIAGONAL_ROWS, DIAGONAL_ROWS, n),
+                               (rows * width, DIAGONAL_ROWS * (width + 1), width + 1, 1))
+    distance = (r0 - c0) + (rows - 1) - torch.arange(n, device=p.device)
+    return distance, skewed.sum(2).double().sum(1)
+
+
 def induction_rows(ids) -> np.ndarray:
     """[T] bool: which query positions have an earlier occurrence of their own token."""
     seen: set[int] = set()
@@ -139,6 +172,7 @@ class AtlasSums:
         self.repeated = induction_rows(self.ids)  # T bool
         self.layers: dict[int, torch.Tensor] = {}
         self._geometry: dict[tuple, torch.Tensor] = {}  # a block shape's weights (`_weights`), for every layer
+        self._scratch: dict = {}  # diagonal_sums' padded copies
         self._all_pairs = induction_pairs(self.ids)
         self._block_pairs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -151,37 +185,30 @@ class AtlasSums:
         """Add one block's rows r0.. over columns c0..; every (row, column) is in exactly one block, and a column
         a block leaves out (after a causal row, outside a sliding window) has probability 0.
 
-        The five sums that weigh p[i, j] by a function of (i, j) alone (diagonal, previous token, d, d^2, the
-        first column) are one float64 matrix product with the block's weights (`_weights`), made once a block
-        shape and shared by the layers: one pass over p instead of five, and float64 sums as before."""
+        The four sums that weigh p[i, j] by a function of d = i - j alone (diagonal, previous token, |d|, d^2)
+        are read off the block's diagonal sums (`diagonal_sums`, shared with AtlasExamples' distance histogram):
+        one pass over p, float64 sums of the float32 probabilities as before."""
         p, r0, c0, acc = block.probs, block.r0, block.c0, self.layers[layer]
-        h, r, c = p.shape
-        weights = self._weights(r0, c0, r, c, p.device)  # R * C, 5
-        flat = p.reshape(h, r * c)
-        step = max(1, CHUNK_CELLS // c) * c  # rows at a time: the float64 copy stays a few MB
-        for at in range(0, r * c, step):
-            acc[:5] += (flat[:, at : at + step].double() @ weights[at : at + step]).T
-        # 0 log 0 = 0: p * log(max(p, tiny)) is exactly 0 where p is 0, and p log p elsewhere
-        acc[5] -= (p * p.clamp_min(TINY).log()).sum((-2, -1)).double()
-        rows, cols = self._pairs(r0, c0, r, c, p.device)
+        distance, sums = block.share("diagonal_sums", lambda: diagonal_sums(p, r0, c0, self._scratch))
+        acc[:4] += (sums @ self._weights(distance)).T
+        if c0 == 0 and r0 + p.shape[1] > 1:  # the first column, rows after the first
+            acc[4] += p[:, max(0, 1 - r0):, 0].sum(-1, dtype=torch.float64)
+        # 0 log 0 = 0: p * log(max(p, tiny)) is exactly 0 where p is 0, and p log p elsewhere (torch's xlogy is
+        # 2.5x slower on the CPU)
+        acc[5] -= (p * p.clamp_min(TINY).log()).sum(-1).double().sum(-1)  # float32 per row, float64 over rows
+        rows, cols = self._pairs(r0, c0, p.shape[1], p.shape[2], p.device)
         if rows.numel():
             found = p[:, rows, cols]  # H, pairs
             acc[6] += torch.where(found >= self.threshold, found, 0.0).sum(-1, dtype=torch.float64)
 
-    def _weights(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> torch.Tensor:
-        """[R * C, 5] float64, row-major over (i, j) of the block: [i == j, j == i - 1, |i - j|, (i - j)^2,
-        j == 0 < i], the weights of self_attention, prev_token, distance, distance_squared and the first token."""
-        key = (r0, c0, r, c, device)
+    def _weights(self, distance: torch.Tensor) -> torch.Tensor:
+        """[D, 4] float64 for the signed distances d of `diagonal_sums`: [d == 0, d == 1, |d|, d^2], the weights
+        of self_attention, prev_token, distance and distance_squared; made once a block shape."""
+        key = (int(distance[0]), distance.numel(), distance.device)
         made = self._geometry.get(key)
-        if made is not None:
-            return made
-        i = torch.arange(r0, r0 + r, device=device, dtype=torch.float64)[:, None]
-        j = torch.arange(c0, c0 + c, device=device, dtype=torch.float64)[None, :]
-        d = (i - j).abs()
-        made = torch.stack([(d == 0).double(), (i - j == 1).double(), d, d * d,
-                            ((j == 0) & (i > 0)).double()], -1).reshape(r * c, 5)
-        if made.nbytes + sum(w.nbytes for w in self._geometry.values()) <= GEOMETRY_BYTES:
-            self._geometry[key] = made
+        if made is None:
+            d = distance.double()
+            made = self._geometry[key] = torch.stack([(d == 0).double(), (d == 1).double(), d.abs(), d * d], -1)
         return made
 
     def _pairs(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,7 +242,7 @@ def sequence_sums(module: Transformer, ids, device="cpu", threshold: float = IND
     if len(ids) < 2:
         return HeadSums(*(np.zeros((c.n_layers, c.n_heads)) for _ in SUMS), skipped=1)
     sums = AtlasSums(ids, threshold)
-    reducer = Reducer({"atlas": sums}, len(ids), chunk_rows=chunk_rows)
+    reducer = Reducer({"atlas": sums}, len(ids), chunk_rows=chunk_rows, keep=False)
     tensor = torch.tensor([list(ids)], dtype=torch.long, device=device)
     module(tensor, torch.ones_like(tensor), torch.zeros_like(tensor), with_logits=False, record=reducer)
     return sums.result()

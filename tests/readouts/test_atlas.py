@@ -17,7 +17,7 @@ import attnviz
 from attnviz.cli.main import main
 from attnviz.loading import build_module
 from attnviz.readouts import atlas
-from attnviz.readouts.atlas_metrics import COUNTS, METRICS, SUMS, HeadSums, sequence_sums
+from attnviz.readouts.atlas_metrics import COUNTS, METRICS, SUMS, HeadSums, diagonal_sums, sequence_sums
 from tests.helpers import tiny_hf
 from tests.helpers.tiny_tokenizers import bpe_tokenizer
 
@@ -232,3 +232,22 @@ def test_every_table_exports_as_parquet_and_reads_back(llama, tmp_path, capsys):
         con.close()
     assert main(["atlas", "export", "--atlas", str(tmp_path / "none"), "--parquet", str(tmp_path / "q")]) == 2
     assert "no atlas there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shape", [(3, 1, 5), (2, 7, 7), (4, 16, 40), (2, 37, 21), (9, 256, 512)])
+def test_diagonal_sums_are_the_sums_along_each_diagonal(shape):
+    """Against torch.diagonal, diagonal by diagonal: blocks of one row, square, of a multiple of DIAGONAL_ROWS
+    rows, of more rows than columns, SmolLM2's at 512 tokens; a corner off the origin; the scratch reused."""
+    g = torch.Generator().manual_seed(0)
+    scratch = {}
+    for r0, c0 in ((0, 0), (300, 17)):
+        p = torch.softmax(torch.randn(shape, generator=g), -1)
+        distance, sums = diagonal_sums(p, r0, c0, scratch)
+        assert sums.dtype == torch.float64 and sums.shape == (shape[0], distance.numel())
+        for d in range(-(shape[2] - 1), shape[1]):  # every diagonal of the block, relative to its corner
+            want = torch.diagonal(p.double(), offset=-d, dim1=1, dim2=2).sum(-1)
+            got = sums[:, distance == d + r0 - c0]
+            assert got.shape[1] == 1, d
+            torch.testing.assert_close(got[:, 0], want, rtol=1e-6, atol=1e-9)
+        outside = ~torch.isin(distance - (r0 - c0), torch.arange(-(shape[2] - 1), shape[1]))
+        assert float(sums[:, outside].abs().sum()) == 0.0  # the diagonals of the padding rows: zero
