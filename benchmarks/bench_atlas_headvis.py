@@ -49,9 +49,9 @@ WORDS = ("the keys to the old cabinet are on a small table near my door while th
          "river and the doctor said that she would come back to the hospital tomorrow").split()
 
 
-def texts(n: int, seed: int = 0) -> list[str]:
+def texts(n: int, seed: int = 0, words: tuple[int, int] = (40, 140)) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 140))) for _ in range(n)]
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) for _ in range(n)]
 
 
 def hf_folder(out: Path) -> Path:
@@ -90,6 +90,9 @@ def main() -> None:
     parser.add_argument("--headvis-script", required=True, help="compute-head-metrics.py from neuronpedia")
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--words", type=int, nargs=2, default=(40, 140), metavar=("MIN", "MAX"),
+                        help="each text's length in words, drawn between MIN and MAX (600 700 fills --seq-len 512, "
+                             "as the Pile's documents fill HeadVis's default)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where both run the model (cuda: the CPU seconds are then what each does besides the "
@@ -103,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         corpus = scratch / "texts.txt"
-        corpus.write_text("\n".join(texts(args.texts)) + "\n", encoding="utf-8")
+        corpus.write_text("\n".join(texts(args.texts, words=args.words)) + "\n", encoding="utf-8")
         folder = hf_folder(scratch / "smollm2-hf")
         standin = scratch / "standin"
         standin.mkdir()
@@ -122,8 +125,8 @@ def main() -> None:
                 "--seq-len", str(args.seq_len)]
         dtype = [] if args.dtype == "float32" else ["--dtype", args.dtype]  # an earlier checkout may not have it
         their_env = dict(env, PYTHONPATH=str(standin))
-        print(f"SmolLM2, {args.texts} texts of 40-140 words, --seq-len {args.seq_len}, {args.dtype} on "
-              f"{args.device}, one thread each")
+        print(f"SmolLM2, {args.texts} texts of {args.words[0]}-{args.words[1]} words, --seq-len {args.seq_len}, "
+              f"{args.dtype} on {args.device}, one thread each")
         print(f"{'round':5} {'run':22} {'CPU s':>8} {'wall s':>8} {'peak GB':>8}")
         for round_ in range(args.rounds):
             # the same work as HeadVis's pipeline: the metrics and the examples, not our detectors (a 1-2 s step
@@ -132,8 +135,10 @@ def main() -> None:
                     ("attnviz atlas build", ours + dtype + ["--no-detectors", "--out", str(scratch / f"ours{round_}")],
                      env, None)]
             if args.before:  # `python -m attnviz` run in the earlier checkout imports that attnviz
-                runs.append(("  the same, before", ours + dtype + ["--out", str(scratch / f"before{round_}")], env,
-                             args.before))
+                cli = Path(args.before, "attnviz", "cli", "atlas.py")
+                same = ["--no-detectors"] if cli.is_file() and "--no-detectors" in cli.read_text() else []
+                runs.append(("  the same, before", ours + dtype + same + ["--out", str(scratch / f"before{round_}")],
+                             env, args.before))
             for label, command, run_env, cwd in runs:
                 found = measure(command, run_env, cwd)
                 print(f"{round_ + 1:5} {label:22} {found['cpu_s']:8.1f} {found['wall_s']:8.1f} "
