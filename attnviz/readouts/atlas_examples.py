@@ -36,9 +36,9 @@ from functools import lru_cache, partial
 import numpy as np
 import torch
 
-from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums, diagonal_sums
+from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums, block_rows, diagonal_sums
 from attnviz.readouts.atlas_store import insert_rows
-from attnviz.transformer.reducer import CHUNK_ROWS, Block, Reducer
+from attnviz.transformer.reducer import Block, Reducer
 
 TOP_K = 8  # HeadVis's --sparse-topk-per-row
 SPARSE_THRESHOLD = 0.005  # HeadVis's --sparse-threshold
@@ -191,7 +191,7 @@ class AtlasExamples:
 
 @torch.inference_mode()
 def sequence_measures(module, ids, device="cpu", threshold: float = INDUCTION_THRESHOLD,
-                      chunk_rows: int = CHUNK_ROWS, keeps=None) -> tuple[HeadSums, SequenceExamples | None]:
+                      chunk_rows: int | None = None, keeps=None) -> tuple[HeadSums, SequenceExamples | None]:
     """One forward pass of `module` on `ids`: its HeadSums (atlas_metrics.sequence_sums') and its examples (the
     top-k rows of the heads `keeps` names: AtlasExamples); a sequence of one token runs no pass (skipped, no
     examples)."""
@@ -201,7 +201,8 @@ def sequence_measures(module, ids, device="cpu", threshold: float = INDUCTION_TH
         skipped.skipped = 1
         return skipped, None
     sums, examples = AtlasSums(ids, threshold), AtlasExamples(len(ids), keeps=keeps)
-    reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows, keep=False)
+    reducer = Reducer({"atlas": sums, "examples": examples}, len(ids), chunk_rows=chunk_rows or block_rows(len(ids)),
+                      keep=False)
     tensor = torch.tensor([list(ids)], dtype=torch.long, device=device)
     module(tensor, torch.ones_like(tensor), torch.zeros_like(tensor), with_logits=False, record=reducer)
     return sums.result(), examples.result()
