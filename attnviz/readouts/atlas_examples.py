@@ -9,8 +9,9 @@ Per sequence, one streaming pass (`AtlasExamples`, a Reduction of attnviz.transf
   out as query and as key; 0 where nothing is left), a running max over the blocks;
 - the sparse rows: for each query row the TOP_K largest weights (fewer where the row has fewer keys: a sequence
   shorter than TOP_K works) that are >= SPARSE_THRESHOLD, as COO (flat index i * T + j, value rounded to 4
-  decimals), sorted by (i, j). A block holds some rows over some columns (a row's columns may be split over
-  several blocks, and a column no block holds has weight 0), so each block's top-k is merged with the row's so far;
+  decimals), sorted by (i, j). A block holds some rows over some columns (a column no block holds has weight 0);
+  the row kernel holds a row in one block, whose top-k is then the row's, and a block holding rows an earlier one
+  held too (a row's columns split over blocks) has its top-k merged with the row's so far;
 - `qk_mass`: the attention mass per |i - j| bin of QK_DISTANCE_EDGES, over the whole sequence.
 
 Over the corpus, `Samplers` keeps per head HeadVis's sample: the first `warmup` sequences only fix the interval
@@ -49,6 +50,10 @@ SEED = 0
 MAX_BINS = 50  # the histogram of a head's max, over [0, 1]
 QK_DISTANCE_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 WARMUP_MOST = 2000
+# The most bytes of a layer's probabilities [H, T, T] whose blocks AtlasExamples holds until the layer's max is
+# known, so that only the heads a sampler keeps get their top k (SmolLM2 at 512 tokens: at most 9.4 MB); above it,
+# every head's top k is taken block by block.
+WAIT_BYTES = 64 * 2**20
 
 
 def warmup_size(n_texts: int | None) -> int:
@@ -112,12 +117,15 @@ class AtlasExamples:
                  keeps: Callable[[int, np.ndarray], np.ndarray] | None = None) -> None:
         """`keeps(layer, max)`: which heads (bool [H]) will keep this sequence, given each head's max over the
         sequence (float32 [H]); a head no sampler keeps needs no top-k rows, the costliest part of the pass
-        (Samplers.keeps). Asked where a layer is one block, whose max is then final; None: every head."""
+        (Samplers.keeps). Asked at a layer's last block, when its max is final, the blocks before it held until
+        then (where the layer's probabilities fit in WAIT_BYTES; else every head's rows are taken); None: every
+        head."""
         self.n, self.k, self.threshold, self.keeps = n_tokens, min(top_k, n_tokens), threshold, keeps
         self.layers: dict[int, list[torch.Tensor]] = {}
         self.rows_of: dict[int, torch.Tensor] = {}  # per layer: bool [H], whose top-k rows were taken
         self._bins: dict[tuple, torch.Tensor] = {}  # a block shape's |i - j| bin per diagonal, shared by the layers
         self.fresh_from: dict[int, int] = {}  # per layer: the first row no block has held yet
+        self._pending: dict[int, list] = {}  # per layer: its blocks (probabilities, r0, c0) awaiting its max
         self._scratch: dict = {}  # diagonal_sums' padded copies (where AtlasSums does not make them first)
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
@@ -131,6 +139,7 @@ class AtlasExamples:
         ]
         self.rows_of[layer] = torch.ones(n_heads, dtype=torch.bool)
         self.fresh_from.pop(layer, None)
+        self._pending.pop(layer, None)
 
     def add(self, layer: int, block: Block) -> None:
         p, r0, c0 = block.probs, block.r0, block.c0
@@ -139,13 +148,19 @@ class AtlasExamples:
         inner = p[:, max(0, 1 - r0):, max(0, 1 - c0):]  # rows and columns >= 1
         if inner.numel():
             torch.maximum(top, inner.amax((-2, -1)), out=top)
-        heads = None  # every head
-        if self.keeps is not None and r0 == 0 and r == self.n:  # the whole layer: its max is final
-            wanted = torch.from_numpy(np.asarray(self.keeps(layer, top.cpu().numpy()), dtype=bool))
-            self.rows_of[layer] = wanted
-            heads = wanted.nonzero()[:, 0].to(p.device)
-        if heads is None or heads.numel():
-            self._top_rows(layer, p if heads is None else p[heads], r0, c0, values, columns, heads)
+        if self.keeps is None or h * self.n * self.n * p.element_size() > WAIT_BYTES:
+            self._top_rows(layer, p, r0, c0, values, columns, None)  # every head's
+        else:  # the top k waits for the layer's max, final at its last block, and then the heads that keep it
+            pending = self._pending.setdefault(layer, [])
+            pending.append((p if r0 == 0 and r == self.n else p.clone(), r0, c0))  # the kernel drops its block
+            if r0 + r == self.n:  # the row kernel's blocks come in row order: the layer's last
+                wanted = torch.from_numpy(np.asarray(self.keeps(layer, top.cpu().numpy()), dtype=bool))
+                self.rows_of[layer] = wanted
+                heads = wanted.nonzero()[:, 0].to(p.device)
+                blocks = self._pending.pop(layer)
+                if heads.numel():
+                    for held, b0, d0 in blocks:
+                        self._top_rows(layer, held[heads], b0, d0, values, columns, heads)
         distance, sums = block.share("diagonal_sums", lambda: diagonal_sums(p, r0, c0, self._scratch))
         mass.index_add_(1, self._bins_of(distance), sums)
 

@@ -90,3 +90,32 @@ def test_a_shards_sampler_asks_for_every_row_the_corpus_sampler_keeps():
         every_row.add(sequence_id, offered(maxes[sequence_id], np.ones((L, H), bool)))
     assert kept_sets(corpus) == kept_sets(every_row)
     assert taken < (n - warmup) * L * H / 4  # the shards took few rows: most sequences are kept by no head
+
+
+def test_a_layer_in_many_blocks_waits_for_its_max_and_takes_the_kept_heads_rows():
+    """A pass whose layers run in blocks of 4 rows holds them until the layer's max is final, asks the predicate
+    once a layer with the max of the whole layer, and takes the top-k rows of exactly the heads it names: equal to
+    the same pass in one block a layer (tiny Llama with GQA, 23 tokens)."""
+    import torch
+
+    from attnviz.readouts.atlas_examples import sequence_measures
+    from tests.helpers.tiny_hf import tiny
+
+    module = tiny("llama")
+    ids = torch.randint(3, 30, (23,), generator=torch.Generator().manual_seed(0)).tolist()  # repeats: induction
+    asked = {}
+
+    def keeps(layer, maxes):  # the heads whose max is above the layer's median
+        asked.setdefault(layer, []).append(np.array(maxes))
+        return maxes > np.median(maxes)
+
+    _, whole = sequence_measures(module, ids, chunk_rows=23, keeps=keeps)
+    one_block, asked = dict(asked), {}
+    _, blocked = sequence_measures(module, ids, chunk_rows=4, keeps=keeps)
+    assert all(len(maxes) == 1 for maxes in asked.values()) and asked.keys() == one_block.keys()
+    for layer in asked:
+        np.testing.assert_allclose(asked[layer][0], one_block[layer][0], rtol=0, atol=1e-6)  # the layer's max
+    assert (blocked.has_rows == whole.has_rows).all() and whole.has_rows.any() and not whole.has_rows.all()
+    for layer, head in np.argwhere(whole.has_rows):
+        for got, want in zip(blocked.coo(layer, head), whole.coo(layer, head)):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
