@@ -109,12 +109,9 @@ def full_maps(q, k, v, mask, scale, bias, softcap, sinks, record):
         probs = record.probabilities_buffer((b, h, t, s), q)
         probs = q.new_empty(b, h, t, s) if probs is None else probs  # B, H, T, S
         context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D
-        for r0, r1, c0, c1, m0, blocked in plans:
-            scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1),
-                                      softcap)  # B, H, R, C
-            if blocked is not None:
-                scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(
-                    blocked, torch.finfo(scores.dtype).min)
+        for plan in plans:
+            r0, r1, c0, c1 = plan.r0, plan.r1, plan.c0, plan.c1
+            scores = block_scores(q, k, scale, bias, softcap, plan)  # B, H, R, C
             rows = probs[:, :, r0:r1]  # B, H, R, S: the keys outside c0:c1 get probability 0, as HF's softmax gives
             rows[..., :c0].zero_()
             rows[..., c1:].zero_()
@@ -219,6 +216,16 @@ def block_plans(mask, t: int, s: int, rows: int) -> list[BlockPlan]:
     return plans
 
 
+def block_scores(q, k, scale, bias, softcap, plan: BlockPlan) -> torch.Tensor:
+    """One block's scores [B, H, R, C] (rows plan.r0:r1 over columns plan.c0:c1), the cells the mask blocks set
+    to finfo.min in place, as the blocked scores HF's additive mask gives (a score plus finfo.min rounds to it)."""
+    r0, r1, c0, c1, m0, blocked = plan
+    scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1), softcap)
+    if blocked is not None:
+        scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(blocked, torch.finfo(scores.dtype).min)
+    return scores
+
+
 def row_blocks(q, k, v, mask, scale, bias, softcap, sinks, record):
     """The same scores, softmax and context as `full_maps` (up to rounding), blocks of query rows at a time
     (`block_rows` of `record.rows`) over the keys that block may see (`visible_columns`): a transient
@@ -232,12 +239,9 @@ def row_blocks(q, k, v, mask, scale, bias, softcap, sinks, record):
     context = q.new_empty(b, h, t, v.shape[-1])  # B, H, T, D
     rows = block_rows(record.rows, h, s)
     with spending(map_bytes(q, s, rows), "the attention maps"):  # one block's at a time
-        for r0, r1, c0, c1, m0, blocked in block_plans(mask, t, s, rows):
-            scores = attention_scores(q[:, :, r0:r1], k[:, :, c0:c1], scale, _block(bias, r0, r1, c0, c1),
-                                      softcap)  # B, H, R, C
-            if blocked is not None:
-                scores[..., m0 - c0 : m0 - c0 + blocked.shape[-1]].masked_fill_(
-                    blocked, torch.finfo(scores.dtype).min)
+        for plan in block_plans(mask, t, s, rows):
+            r0, r1, c0, c1 = plan.r0, plan.r1, plan.c0, plan.c1
+            scores = block_scores(q, k, scale, bias, softcap, plan)  # B, H, R, C
             probs = attention_softmax(scores, sinks, q.dtype)  # B, H, R, C
             record.reduce(probs, r0, c0, scores)
             context[:, :, r0:r1] = attention_context(probs, v[:, :, c0:c1])  # B, H, R, D
