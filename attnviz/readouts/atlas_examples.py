@@ -152,7 +152,7 @@ class AtlasExamples:
             self._top_rows(layer, p, r0, c0, values, columns, None)  # every head's
         else:  # the top k waits for the layer's max, final at its last block, and then the heads that keep it
             pending = self._pending.setdefault(layer, [])
-            pending.append((p if r0 == 0 and r == self.n else p.clone(), r0, c0))  # the kernel drops its block
+            pending.append((p, r0, c0))  # held, not copied: the kernel neither reuses nor overwrites a block
             if r0 + r == self.n:  # the row kernel's blocks come in row order: the layer's last
                 wanted = torch.from_numpy(np.asarray(self.keeps(layer, top.cpu().numpy()), dtype=bool))
                 self.rows_of[layer] = wanted

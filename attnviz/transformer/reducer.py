@@ -35,6 +35,7 @@ class Block:
     """One block of one layer's probabilities as the reductions see it: the batch's one sequence, float32."""
 
     # H, R, C: rows r0 .. r0 + R, columns c0 .. c0 + C. Read only: the kernel makes the context from them after.
+    # A new tensor for each block that the kernel never writes again, so a reduction may hold it past `add`.
     probs: torch.Tensor
     r0: int
     c0: int
