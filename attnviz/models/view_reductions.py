@@ -28,13 +28,31 @@ COLUMN_SUMS = "column_sums"  # the name in Block.shared both MosaicTiles and Hea
 
 
 def row_maximum(block: Block) -> torch.Tensor:
-    """[H, R]: each row's largest probability."""
-    return block.share("row_maximum", lambda: block.probs.amax(-1))
+    """[H, R]: each row's largest probability (the maximum of its chunks' maxima, which `first_maximum` reads
+    too: one pass over the block for both)."""
+    return block.share("row_maximum", lambda: chunk_maxima(block).amax(-1))
 
 
 def first_maximum(block: Block) -> torch.Tensor:
     """[H, R] int64: the block column of each row's first maximum, as numpy's argmax."""
-    return block.share("first_maximum", lambda: first_index(block.probs))
+    return block.share("first_maximum", lambda: first_index(block.probs, chunk_maxima(block)))
+
+
+def chunk_maxima(block: Block) -> torch.Tensor:
+    """[H, R, n]: the maximum of each row's chunks of ARGMAX_CHUNK columns (the last chunk may be shorter); one
+    chunk, the whole row, where a row has fewer than two chunks."""
+    return block.share("chunk_maxima", lambda: _chunk_maxima(block.probs))
+
+
+def _chunk_maxima(p: torch.Tensor) -> torch.Tensor:
+    c = p.shape[-1]
+    n = c // ARGMAX_CHUNK
+    if n < 2:
+        return p.amax(-1, keepdim=True)
+    chunks = p[..., : n * ARGMAX_CHUNK].unflatten(-1, (n, ARGMAX_CHUNK)).amax(-1)  # H, R, n
+    if c > n * ARGMAX_CHUNK:
+        chunks = torch.cat((chunks, p[..., n * ARGMAX_CHUNK :].amax(-1, keepdim=True)), dim=-1)  # H, R, n + 1
+    return chunks
 
 
 def column_sums(block: Block) -> torch.Tensor:
@@ -43,17 +61,15 @@ def column_sums(block: Block) -> torch.Tensor:
     return block.share(COLUMN_SUMS, lambda: block.probs.sum(-2))
 
 
-def first_index(p: torch.Tensor) -> torch.Tensor:
+def first_index(p: torch.Tensor, chunks: torch.Tensor | None = None) -> torch.Tensor:
     """[H, R] int64: each row's first column holding its maximum (numpy's argmax), without torch's indexed
     reduction over every column (several times slower than a plain maximum): the maximum of each chunk of
-    ARGMAX_CHUNK columns, the first chunk that holds the row's maximum, the first maximum inside it."""
+    ARGMAX_CHUNK columns (`chunks`, `_chunk_maxima` of p, when the caller has them), the first chunk that holds
+    the row's maximum, the first maximum inside it."""
     c = p.shape[-1]
-    n = c // ARGMAX_CHUNK
-    if n < 2:
+    if c // ARGMAX_CHUNK < 2:
         return p.argmax(-1)
-    chunks = p[..., : n * ARGMAX_CHUNK].unflatten(-1, (n, ARGMAX_CHUNK)).amax(-1)  # H, R, n
-    if c > n * ARGMAX_CHUNK:
-        chunks = torch.cat((chunks, p[..., n * ARGMAX_CHUNK :].amax(-1, keepdim=True)), dim=-1)  # H, R, n + 1
+    chunks = _chunk_maxima(p) if chunks is None else chunks
     start = chunks.argmax(-1) * ARGMAX_CHUNK  # H, R: the first chunk holding the maximum
     # the chunk's columns; the last chunk's, past the end, repeat the last column, which a first maximum never is
     at = (start[..., None] + torch.arange(ARGMAX_CHUNK, device=p.device)).clamp_max_(c - 1)  # H, R, chunk
@@ -73,6 +89,7 @@ class MosaicTiles:
         self.layers: dict[int, dict[str, torch.Tensor]] = {}
         self._constants: dict[torch.device, dict] = {}
         self._row_cache: dict[tuple, tuple] = {}  # (device, r0, rows) -> _row_weights
+        self._kept: dict[torch.device, tuple] = {}  # device -> _kept_sets
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
         self.layers[layer] = {name: torch.zeros(n_heads, p.n_rows, p.n_cols, dtype=torch.float32, device=device)
@@ -91,12 +108,10 @@ class MosaicTiles:
         renormalised = [part for part in parts if const[part[0]]["renormalise"]]
         if renormalised:
             weights = weights.clone()
-            kept_by = {}
+            kept, set_of = self._kept_sets(const, p.device)  # m, S: the columns each pooling keeps
+            shares = _row_products(p, kept[:, c0 : c0 + c])  # m, H, R: each row's weight on each set
             for name, rows, _, _ in renormalised:
-                kept = const[name]["kept"]  # S: the columns this pooling renormalises over
-                if id(kept) not in kept_by:  # views sharing their columns share the sums
-                    kept_by[id(kept)] = _row_share(p, kept[c0 : c0 + c])
-                weights[:, rows] *= _inverse(kept_by[id(kept)])[:, None, :]
+                weights[:, rows] *= _inverse(shares[set_of[name]])[:, None, :]
         pooled = torch.bmm(weights, p)  # H, cells + 1, C
         for name, rows, lo, hi in parts:
             tiles[name][:, lo : hi + 1] += pooled[:, rows] @ const[name]["cols"][c0 : c0 + c]
@@ -121,6 +136,22 @@ class MosaicTiles:
                     "renormalise": p.renormalise,
                 }
             self._constants[device] = made
+        return made
+
+    def _kept_sets(self, const, device) -> tuple[torch.Tensor, dict[str, int]]:
+        """[m, S] float32: the sets of columns the renormalising poolings renormalise over, 0/1, one row each set
+        (views sharing their columns share it), and each such pooling's row there; made once per device."""
+        made = self._kept.get(device)
+        if made is None:
+            sets, set_of = [], {}
+            for name, pooling in const.items():
+                if pooling["renormalise"]:
+                    at = next((k for k, kept in enumerate(sets) if kept is pooling["kept"]), len(sets))
+                    if at == len(sets):
+                        sets.append(pooling["kept"])
+                    set_of[name] = at
+            matrix = torch.stack(sets) if sets else torch.zeros(0, 0, device=device)
+            made = self._kept[device] = (matrix, set_of)
         return made
 
     def _row_weights(self, const, r0: int, r: int, device):
@@ -158,6 +189,7 @@ class HeadProfileSums:
         self.special, self.punctuation = np.asarray(special, bool), np.asarray(punctuation, bool)
         self.layers: dict[int, dict[str, torch.Tensor]] = {}
         self._classes: dict[torch.device, torch.Tensor] = {}  # S, 2 float32: special, punctuation
+        self._distances: dict[tuple, tuple] = {}  # a block shape's distance_weights
         self.n_rows = self.special.size
 
     def start(self, layer: int, n_heads: int, n_rows: int, device: torch.device) -> None:
@@ -169,18 +201,21 @@ class HeadProfileSums:
         """Add one block's rows; its scores, when given, make the entropy without a logarithm a probability
         (`_entropy`), and are overwritten."""
         p, r0, c0, acc = block.probs, block.r0, block.c0, self.layers[layer]
-        c = p.shape[-1]
+        _, r, c = p.shape
 
         def add(name, per_row):  # per-row values [H, R], summed over rows in float64
             acc[name] += per_row.double().sum(-1)
 
-        total = p.sum(-1)  # H, R
+        # each row's total and its distance sums (`distance_weights`) from one pass over the block
+        weights, sides = self._distance_weights(r0, c0, r, c, p.device)
+        sums = _row_products(p, weights)  # 1 + 2 per side, H, R
+        total = sums[0]  # H, R
         top = row_maximum(block)  # H, R
         sink = (1.0 - total.double()).clamp_min(0.0)
         add("sink_mass", sink)
         acc["sink_mass_max"] = torch.maximum(acc["sink_mass_max"], sink.max(-1).values)  # the most of one row
         add("entropy", _entropy(p, block.scores, top, first_maximum(block), total))
-        add("mean_distance", _mean_distance(p, r0, c0))
+        add("mean_distance", _mean_distance(p, r0, c0, dict(zip(sides, sums[1:].unflatten(0, (-1, 2))))))
         columns = column_sums(block)  # H, C
         shares = columns @ self._on(p.device)[c0 : c0 + c]  # H, 2
         acc["special"] += shares[:, 0].double()
@@ -190,6 +225,14 @@ class HeadProfileSums:
         for name, offset in (("previous", -1), ("next", 1), ("self", 0)):
             acc[name] += _diagonal(p, r0 + offset - c0).double().sum(-1)
         add("confidence", top)
+
+    def _distance_weights(self, r0: int, c0: int, r: int, c: int, device: torch.device) -> tuple:
+        """`distance_weights` of a block shape, made once for every layer."""
+        key = (r0, c0, r, c, device)
+        made = self._distances.get(key)
+        if made is None:
+            made = self._distances[key] = distance_weights(r0, c0, r, c, device)
+        return made
 
     def _on(self, device: torch.device) -> torch.Tensor:
         """The token classes [S, 2] float32 on `device`, made once per device."""
@@ -230,33 +273,46 @@ class RowArgmax:
 def _entropy(p, scores, top, where, total) -> torch.Tensor:
     """-sum_j p_ij log p_ij [H, R]. From the scores s [H, R, C] the probabilities are the softmax of, log p_ij =
     (s_ij - s_it) + log p_it for any column t of the row (its maximum here): one subtraction and one product a
-    probability, where a logarithm of each costs several times more. Without scores: torch's xlogy."""
+    probability, where a logarithm of each costs several times more, both written over the scores (the
+    reductions' to overwrite: no [H, R, C] temporary). Without scores: torch's xlogy."""
     if scores is None:
         return -torch.special.xlogy(p, p).sum(-1)
     s = scores if scores.dtype == torch.float32 else scores.float()  # H, R, C
-    s -= s.gather(-1, where[..., None])  # s_ij - s_it: 0 at the maximum, finite where blocked (p is 0 there)
-    return -torch.linalg.vecdot(p, s) - torch.special.xlogy(total, top)
+    # p_ij (s_ij - s_it): s_ij - s_it is 0 at the maximum, finite where blocked (p is 0 there)
+    s.sub_(s.gather(-1, where[..., None])).mul_(p)
+    return -s.sum(-1) - torch.special.xlogy(total, top)
 
 
-def _mean_distance(p: torch.Tensor, r0: int, c0: int) -> torch.Tensor:
+def distance_weights(r0: int, c0: int, r: int, c: int, device) -> tuple[torch.Tensor, tuple[str, ...]]:
+    """The column weights [m, C] float32 whose products with the rows of a block (rows r0.., columns c0..) give
+    each row's total (ones, first) and what `_mean_distance` needs of the sides of the block that have columns:
+    "left" of every row (c0 .. r0: 1 and r0 - j >= 1; every causal block but the first), "right" of every row
+    (r0 + r .. c0 + c: 1 and j - (r0 + r - 1) >= 1; an encoder's); 0 elsewhere. And those sides, in order."""
+    j = torch.arange(c0, c0 + c, dtype=torch.float32)
+    rows, sides = [torch.ones(c)], []
+    for side, inside, ramp in (("left", j < r0, r0 - j), ("right", j > r0 + r - 1, j - (r0 + r - 1))):
+        if bool(inside.any()):
+            rows += [inside.float(), torch.where(inside, ramp, 0.0)]
+            sides.append(side)
+    return torch.stack(rows).to(device), tuple(sides)
+
+
+def _mean_distance(p: torch.Tensor, r0: int, c0: int, sides: dict[str, torch.Tensor]) -> torch.Tensor:
     """sum_j p_ij |i - j| [H, R] for rows r0.. and columns c0.. of a block p [H, R, C], with no [R, C] table
     of distances for the columns left of the block's rows (all a causal block's but its diagonal part) nor
-    right of them: there |i - j| = (ramp from the rows' edge) + (the row's distance to that edge), two sums of
-    terms >= 0 (a matrix-vector product and a row sum), so float32 loses nothing to cancellation. The columns
+    right of them: there |i - j| = (ramp from the rows' edge) + (the row's distance to that edge), sums of terms
+    >= 0 (`sides`: "left" and "right", each [2, H, R], each row's products with `distance_weights`' two rows
+    of that side, made in one pass with the totals), so float32 loses nothing to cancellation. The columns
     beside the rows are multiplied by their distances."""
     h, r, c = p.shape
     rows = torch.arange(r0, r0 + r, device=p.device, dtype=torch.float32)  # R
     out = torch.zeros(h, r, device=p.device)
-    left = min(r0, c0 + c) - c0  # columns c0 .. r0 (before every row)
-    if left > 0:
-        part = p[..., :left]  # H, R, left
-        ramp = r0 - torch.arange(c0, c0 + left, device=p.device, dtype=torch.float32)  # r0 - j >= 1
-        out += part @ ramp + (rows - r0) * part.sum(-1)
-    right = max(r0 + r, c0)  # columns r0 + r .. c0 + c (after every row)
-    if right < c0 + c:
-        part = p[..., right - c0 :]
-        ramp = torch.arange(right, c0 + c, device=p.device, dtype=torch.float32) - (r0 + r - 1)  # j - last >= 1
-        out += part @ ramp + ((r0 + r - 1) - rows) * part.sum(-1)
+    if "left" in sides:
+        weight, ramp = sides["left"]
+        out += ramp + (rows - r0) * weight
+    if "right" in sides:
+        weight, ramp = sides["right"]
+        out += ramp + ((r0 + r - 1) - rows) * weight
     n0, n1 = max(r0, c0), min(r0 + r, c0 + c)  # the columns beside the rows
     if n1 > n0:
         cols = torch.arange(n0, n1, device=p.device, dtype=torch.float32)
@@ -270,10 +326,12 @@ def _diagonal(p: torch.Tensor, offset: int) -> torch.Tensor:
     return torch.diagonal(p, offset=offset, dim1=-2, dim2=-1)
 
 
-def _row_share(p: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
-    """Each row's weight on some columns [H, R]: p [H, R, C] times a 0/1 vector [C] (a matrix-vector product)."""
+def _row_products(p: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """[m, H, R]: each row of p [H, R, C] times each row of `weights` [m, C], in one matrix product: one pass over
+    p for up to three (where a row sum or a matrix-vector product each is one; as weights @ p^T, which MKL runs
+    in one pass for m <= 3 where p @ weights^T takes two from m = 2)."""
     h, r, c = p.shape
-    return (p.reshape(h * r, c) @ columns).view(h, r)
+    return (weights @ p.reshape(h * r, c).T).view(-1, h, r)
 
 
 def _inverse(kept: torch.Tensor) -> torch.Tensor:
