@@ -61,15 +61,14 @@ def column_sums(block: Block) -> torch.Tensor:
     return block.share(COLUMN_SUMS, lambda: block.probs.sum(-2))
 
 
-def first_index(p: torch.Tensor, chunks: torch.Tensor | None = None) -> torch.Tensor:
+def first_index(p: torch.Tensor, chunks: torch.Tensor) -> torch.Tensor:
     """[H, R] int64: each row's first column holding its maximum (numpy's argmax), without torch's indexed
-    reduction over every column (several times slower than a plain maximum): the maximum of each chunk of
-    ARGMAX_CHUNK columns (`chunks`, `_chunk_maxima` of p, when the caller has them), the first chunk that holds
-    the row's maximum, the first maximum inside it."""
+    reduction over every column (several times slower than a plain maximum): from the maximum of each chunk of
+    ARGMAX_CHUNK columns (`chunks`, `_chunk_maxima` of p), the first chunk that holds the row's maximum, the first
+    maximum inside it."""
     c = p.shape[-1]
     if c // ARGMAX_CHUNK < 2:
         return p.argmax(-1)
-    chunks = _chunk_maxima(p) if chunks is None else chunks
     start = chunks.argmax(-1) * ARGMAX_CHUNK  # H, R: the first chunk holding the maximum
     # the chunk's columns; the last chunk's, past the end, repeat the last column, which a first maximum never is
     at = (start[..., None] + torch.arange(ARGMAX_CHUNK, device=p.device)).clamp_max_(c - 1)  # H, R, chunk

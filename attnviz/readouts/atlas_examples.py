@@ -37,7 +37,14 @@ from functools import lru_cache, partial
 import numpy as np
 import torch
 
-from attnviz.readouts.atlas_metrics import INDUCTION_THRESHOLD, AtlasSums, HeadSums, block_rows, diagonal_sums
+from attnviz.readouts.atlas_metrics import (
+    INDUCTION_THRESHOLD,
+    AtlasSums,
+    HeadSums,
+    block_rows,
+    diagonal_key,
+    diagonal_sums,
+)
 from attnviz.readouts.atlas_store import insert_rows
 from attnviz.transformer.reducer import Block, Reducer
 
@@ -162,7 +169,7 @@ class AtlasExamples:
                     for held, b0, d0 in blocks:
                         self._top_rows(layer, held[heads], b0, d0, values, columns, heads)
         distance, sums = block.share("diagonal_sums", lambda: diagonal_sums(p, r0, c0, self._scratch))
-        mass.index_add_(1, self._bins_of(distance), sums)
+        mass.index_add_(1, self._bins_of(diagonal_key(block), distance), sums)
 
     def _top_rows(self, layer: int, p: torch.Tensor, r0: int, c0: int, values: torch.Tensor, columns: torch.Tensor,
                   heads: torch.Tensor | None) -> None:
@@ -184,10 +191,9 @@ class AtlasExamples:
         values[pick, r0 : r0 + r] = v
         columns[pick, r0 : r0 + r] = both_j.gather(-1, at)
 
-    def _bins_of(self, distance: torch.Tensor) -> torch.Tensor:
+    def _bins_of(self, key: tuple, distance: torch.Tensor) -> torch.Tensor:
         """[D] int64: the bin of |d| in QK_DISTANCE_EDGES (the last: >= 4,096) of each diagonal of
-        `diagonal_sums`; made once a block shape."""
-        key = (int(distance[0]), distance.numel(), distance.device)
+        `diagonal_sums`; made once a block shape (`key`, atlas_metrics.diagonal_key)."""
         if key not in self._bins:
             edges = torch.tensor(QK_DISTANCE_EDGES, device=distance.device)
             self._bins[key] = torch.bucketize(distance.abs(), edges, right=True) - 1

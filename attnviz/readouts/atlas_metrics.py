@@ -139,6 +139,13 @@ def diagonal_sums(p: torch.Tensor, r0: int, c0: int, scratch: dict | None = None
     return distance, skewed.sum(2).double().sum(1)
 
 
+def diagonal_key(block: Block) -> tuple:
+    """What the distances of a block's `diagonal_sums` depend on (its corner's r0 - c0 and its shape), the same
+    for every layer: the key of the tables made of those distances, read without a device round trip (as
+    `int(distance[0])` would be, once a block on a GPU)."""
+    return (block.r0 - block.c0, *block.probs.shape[1:], block.probs.device)
+
+
 def block_rows(n_tokens: int) -> int:
     """The query rows of a block of an atlas pass over `n_tokens`: the whole sequence up to CHUNK_ROWS (one block
     a layer, whose maximum is then final before any top k is taken: atlas_examples.AtlasExamples), else
@@ -199,7 +206,7 @@ class AtlasSums:
         one pass over p, float64 sums of the float32 probabilities as before."""
         p, r0, c0, acc = block.probs, block.r0, block.c0, self.layers[layer]
         distance, sums = block.share("diagonal_sums", lambda: diagonal_sums(p, r0, c0, self._scratch))
-        acc[:4] += (sums @ self._weights(distance)).T
+        acc[:4] += (sums @ self._weights(diagonal_key(block), distance)).T
         if c0 == 0 and r0 + p.shape[1] > 1:  # the first column, rows after the first
             acc[4] += p[:, max(0, 1 - r0):, 0].sum(-1, dtype=torch.float64)
         # 0 log 0 = 0: p * log(max(p, tiny)) is exactly 0 where p is 0, and p log p elsewhere (torch's xlogy is
@@ -211,10 +218,10 @@ class AtlasSums:
             found = p[:, rows, cols]  # H, pairs
             acc[6] += torch.where(found >= self.threshold, found, 0.0).sum(-1, dtype=torch.float64)
 
-    def _weights(self, distance: torch.Tensor) -> torch.Tensor:
+    def _weights(self, key: tuple, distance: torch.Tensor) -> torch.Tensor:
         """[D, 4] float64 for the signed distances d of `diagonal_sums`: [d == 0, d == 1, |d|, d^2], the weights
-        of self_attention, prev_token, distance and distance_squared; made once a block shape."""
-        key = (int(distance[0]), distance.numel(), distance.device)
+        of self_attention, prev_token, distance and distance_squared; made once a block shape (`key`,
+        `diagonal_key`)."""
         made = self._geometry.get(key)
         if made is None:
             d = distance.double()
