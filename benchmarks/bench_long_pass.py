@@ -10,7 +10,10 @@ On SmolLM2 (offline), one thread, the same T random token ids for every row, eac
 - "before": attnviz.models.reduced_pass.reduced_trace (every view of the Explore page: the mosaic tiles at
             SmolLM2's 34 cells a side, the head profile, float16 queries and keys) imported from the
             `--before` tree (a checkout of main), so the old code runs beside the new in one run;
-- "after":  the same from this tree.
+- "after":  the same from this tree;
+- "probs":  the floor under "after": this tree's row kernel (attnviz.transformer.attention.row_blocks: the
+            scores, softmax and context of every block) with a Reducer given no reductions and keeping no queries
+            or keys, so every probability is made and nothing reads it.
 
 Columns: CPU seconds of the pass (user + system, resource.getrusage; on a shared machine the less noisy one),
 wall seconds, the peak RSS during the pass (VmHWM, reset after loading) and what the pass added at that
@@ -33,7 +36,7 @@ from bench_long_context import reset_peak, status_kb  # noqa: E402 (this folder 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 LENGTHS = (1024, 3700, 8192)
-MODES = ("sdpa", "eager", "before", "after")
+MODES = ("sdpa", "eager", "before", "after", "probs")
 
 
 def cpu_seconds() -> float:
@@ -83,6 +86,23 @@ def reduced_pass(n: int):
     return lambda: reduced_trace(model.module, fields, tile=tile)
 
 
+def probabilities_only(n: int):
+    """A callable running this tree's row kernel over n random ids with no reduction (the "probs" row)."""
+    import torch
+
+    import attnviz
+    from attnviz.transformer.reducer import Reducer
+
+    model = attnviz.load(SMOLLM, max_tokens=n)
+    ids = torch.tensor([random_ids(n, model.config.vocab_size)])
+    ones, types = torch.ones_like(ids), torch.zeros_like(ids)
+
+    def run():
+        with torch.inference_mode():
+            model.module(ids, ones, types, with_logits=False, record=Reducer({}, n, keep=False))
+    return run
+
+
 def one(mode: str, n: int, tree: str) -> dict:
     """One row in this process: load, then time one pass."""
     sys.path.insert(0, tree)
@@ -90,7 +110,10 @@ def one(mode: str, n: int, tree: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    run = hf_pass(n, mode) if mode in ("sdpa", "eager") else reduced_pass(n)
+    if mode in ("sdpa", "eager"):
+        run = hf_pass(n, mode)
+    else:
+        run = probabilities_only(n) if mode == "probs" else reduced_pass(n)
     from attnviz.workbench.memory import trim_heap
 
     trim_heap()  # the load's freed heap back to the OS: the RSS is then what is held
