@@ -1,0 +1,118 @@
+"""One block of the reduced pass in torch's eager operations against the same block compiled by torch.compile
+(a benchmark, not a test: what a fused kernel would save, measured for the choice of shipping one).
+
+    .venv/bin/python benchmarks/bench_fused_block.py                      # 1,024, 2,400 and 3,700 columns
+    .venv/bin/python benchmarks/bench_fused_block.py --columns 2400 --rounds 9
+
+The block is SmolLM2's at 3,700 tokens (9 query heads over 3 KV heads, 64 rows, head dim 64): the scores, the
+softmax, the context, and what the Explore page's reductions take of every probability, simplified (no masks,
+diagonals or argmax gather): each row's entropy, the maxima of its chunks of 64 columns, its products with three
+column weights (a total and a distance's two), and a pooling matmul of the rows. "eager" writes it as
+attnviz.models.view_reductions does, one torch operation a pass over the block; "compiled" is the same
+mathematics given to `torch.compile(dynamic=True)`, whose inductor backend fuses the passes into C++ loops it
+compiles here (it needs a C++ compiler on this machine; the first call's compile time is printed apart).
+One thread; milliseconds of CPU a block, the least and the median of `--rounds` interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+HEADS, KV_HEADS, ROWS, DIM, CHUNK = 9, 3, 64, 64, 64
+
+
+def chunk_maxima(probs):
+    """[H, R, n]: the maximum of each row's chunks of CHUNK columns, the last chunk shorter where C is no multiple."""
+    whole = probs.shape[-1] // CHUNK * CHUNK
+    chunks = probs[..., :whole].unflatten(-1, (-1, CHUNK)).amax(-1)
+    if whole < probs.shape[-1]:
+        chunks = torch.cat((chunks, probs[..., whole:].amax(-1, keepdim=True)), dim=-1)
+    return chunks
+
+
+def eager_block(q, k, v, weights, pooling):
+    """q [K, n_rep * R, D] (scaled), k and v [K, C, D], weights [3, C], pooling [H, cells, R]."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).view(HEADS, ROWS, -1)  # H, R, C
+    probs = torch.softmax(scores, -1)
+    chunks = chunk_maxima(probs)  # H, R, n
+    start = chunks.argmax(-1) * CHUNK  # the first chunk holding each row's maximum, then its column there
+    at = (start[..., None] + torch.arange(CHUNK)).clamp_max_(probs.shape[-1] - 1)
+    where = start + probs.gather(-1, at).argmax(-1)  # H, R
+    products = (weights @ probs.reshape(HEADS * ROWS, -1).T).view(-1, HEADS, ROWS)  # the first: each row's total
+    # -sum p log p with log p_j = (s_j - s_t) + log p_t: p (s - s_t) written over the scores, summed
+    top = probs.gather(-1, where[..., None])[..., 0]
+    scores.sub_(scores.gather(-1, where[..., None])).mul_(probs)
+    entropy = -scores.sum(-1) - torch.special.xlogy(products[0], top)
+    pooled = torch.bmm(pooling, probs)
+    context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
+    return context, entropy, chunks, products, pooled
+
+
+def fused_block(q, k, v, weights, pooling):
+    """The same results as `eager_block`, written for a compiler (no in-place writes)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).view(HEADS, ROWS, -1)
+    shifted = scores - scores.amax(-1, keepdim=True)
+    exp = shifted.exp()
+    total = exp.sum(-1, keepdim=True)
+    probs = exp / total
+    entropy = torch.log(total[..., 0]) - (exp * shifted).sum(-1) / total[..., 0]
+    chunks = chunk_maxima(probs)
+    products = torch.einsum("hrc,mc->mhr", probs, weights)
+    pooled = torch.bmm(pooling, probs)
+    context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
+    return context, entropy, chunks, products, pooled
+
+
+def block_inputs(columns: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    rep = HEADS // KV_HEADS
+    return (torch.randn(KV_HEADS, rep * ROWS, DIM, generator=generator) / 8,
+            torch.randn(KV_HEADS, columns, DIM, generator=generator),
+            torch.randn(KV_HEADS, columns, DIM, generator=generator),
+            torch.cat((torch.ones(1, columns), torch.rand(2, columns, generator=generator))),  # a total first
+            torch.rand(HEADS, 6, ROWS, generator=generator))
+
+
+def cpu_ms(function, args, calls: int) -> float:
+    start = time.process_time()
+    for _ in range(calls):
+        function(*args)
+    return (time.process_time() - start) / calls * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--columns", type=int, nargs="+", default=[1024, 2400, 3700])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=20, help="calls a round")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import torch._inductor.config as inductor
+
+    inductor.compile_threads = 1  # one thread, as the eager side
+    compiled = torch.compile(fused_block, dynamic=True)
+    print(f"{'columns':>7} {'compile s':>9} {'eager ms':>15} {'compiled ms':>15} {'compiled / eager':>16} "
+          f"{'max diff':>9}")
+    for columns in args.columns:
+        inputs = block_inputs(columns)
+        with torch.inference_mode():
+            start = time.process_time()
+            results = compiled(*inputs)
+            compile_s = time.process_time() - start
+            differ = max(float((a - b).abs().max()) for a, b in zip(results, eager_block(*inputs)))
+            eager, fused = [], []
+            for _ in range(args.rounds):  # interleaved: a load on the machine falls on both alike
+                eager.append(cpu_ms(eager_block, inputs, args.calls))
+                fused.append(cpu_ms(compiled, inputs, args.calls))
+        print(f"{columns:>7} {compile_s:>9.1f} {min(eager):>7.2f} {statistics.median(eager):>7.2f} "
+              f"{min(fused):>7.2f} {statistics.median(fused):>7.2f} {min(fused) / min(eager):>16.2f} {differ:>9.1e}")
+    print("(eager and compiled: the least, then the median of the rounds; compile s: the first call's CPU;\n"
+          " max diff: the largest difference between the two sides' results)")
+
+
+if __name__ == "__main__":
+    main()
