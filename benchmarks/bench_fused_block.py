@@ -34,14 +34,19 @@ def chunk_maxima(probs):
     return chunks
 
 
+def first_maximum(probs, chunks):
+    """[H, R]: each row's first column holding its maximum, from the first chunk holding it."""
+    start = chunks.argmax(-1) * CHUNK
+    at = (start[..., None] + torch.arange(CHUNK)).clamp_max(probs.shape[-1] - 1)
+    return start + probs.gather(-1, at).argmax(-1)
+
+
 def eager_block(q, k, v, weights, pooling):
     """q [K, n_rep * R, D] (scaled), k and v [K, C, D], weights [3, C], pooling [H, cells, R]."""
     scores = torch.matmul(q, k.transpose(-2, -1)).view(HEADS, ROWS, -1)  # H, R, C
     probs = torch.softmax(scores, -1)
     chunks = chunk_maxima(probs)  # H, R, n
-    start = chunks.argmax(-1) * CHUNK  # the first chunk holding each row's maximum, then its column there
-    at = (start[..., None] + torch.arange(CHUNK)).clamp_max_(probs.shape[-1] - 1)
-    where = start + probs.gather(-1, at).argmax(-1)  # H, R
+    where = first_maximum(probs, chunks)  # H, R
     products = (weights @ probs.reshape(HEADS * ROWS, -1).T).view(-1, HEADS, ROWS)  # the first: each row's total
     # -sum p log p with log p_j = (s_j - s_t) + log p_t: p (s - s_t) written over the scores, summed
     top = probs.gather(-1, where[..., None])[..., 0]
@@ -49,7 +54,7 @@ def eager_block(q, k, v, weights, pooling):
     entropy = -scores.sum(-1) - torch.special.xlogy(products[0], top)
     pooled = torch.bmm(pooling, probs)
     context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
-    return context, entropy, chunks, products, pooled
+    return context, entropy, chunks, where, products, pooled
 
 
 def fused_block(q, k, v, weights, pooling):
@@ -61,10 +66,11 @@ def fused_block(q, k, v, weights, pooling):
     probs = exp / total
     entropy = torch.log(total[..., 0]) - (exp * shifted).sum(-1) / total[..., 0]
     chunks = chunk_maxima(probs)
+    where = first_maximum(probs, chunks)
     products = torch.einsum("hrc,mc->mhr", probs, weights)
     pooled = torch.bmm(pooling, probs)
     context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
-    return context, entropy, chunks, products, pooled
+    return context, entropy, chunks, where, products, pooled
 
 
 def block_inputs(columns: int, seed: int = 0):
@@ -103,7 +109,7 @@ def main() -> None:
             start = time.process_time()
             results = compiled(*inputs)
             compile_s = time.process_time() - start
-            differ = max(float((a - b).abs().max()) for a, b in zip(results, eager_block(*inputs)))
+            differ = max(float((a - b).abs().max().float()) for a, b in zip(results, eager_block(*inputs)))
             eager, fused = [], []
             for _ in range(args.rounds):  # interleaved: a load on the machine falls on both alike
                 eager.append(cpu_ms(eager_block, inputs, args.calls))
