@@ -5,10 +5,10 @@
     .venv/bin/python benchmarks/bench_fused_block.py --columns 2400 --rounds 9
 
 The block is SmolLM2's at 3,700 tokens (9 query heads over 3 KV heads, 64 rows, head dim 64): the scores, the
-softmax, the context, and what the Explore page's reductions take of every probability, simplified (no masks,
-diagonals or argmax gather): each row's entropy, the maxima of its chunks of 64 columns, its products with three
-column weights (a total and a distance's two), and a pooling matmul of the rows. "eager" writes it as
-attnviz.models.view_reductions does, one torch operation a pass over the block; "compiled" is the same
+softmax, the context, and what the Explore page's reductions take of every probability, simplified (no masks or
+diagonals): each row's entropy, the maxima of its chunks of 64 columns and its first maximum, its products with
+three column weights (a total and a distance's two), and a pooling matmul of the rows. "eager" calls
+attnviz.models.view_reductions' own functions, one torch operation a pass over the block; "compiled" is the same
 mathematics given to `torch.compile(dynamic=True)`, whose inductor backend fuses the passes into C++ loops it
 compiles here (it needs a C++ compiler on this machine; the first call's compile time is printed apart).
 One thread; milliseconds of CPU a block, the least and the median of `--rounds` interleaved rounds.
@@ -22,36 +22,20 @@ import time
 
 import torch
 
-HEADS, KV_HEADS, ROWS, DIM, CHUNK = 9, 3, 64, 64, 64
+from attnviz.models.view_reductions import _chunk_maxima, _entropy, _row_products, first_index
 
-
-def chunk_maxima(probs):
-    """[H, R, n]: the maximum of each row's chunks of CHUNK columns, the last chunk shorter where C is no multiple."""
-    whole = probs.shape[-1] // CHUNK * CHUNK
-    chunks = probs[..., :whole].unflatten(-1, (-1, CHUNK)).amax(-1)
-    if whole < probs.shape[-1]:
-        chunks = torch.cat((chunks, probs[..., whole:].amax(-1, keepdim=True)), dim=-1)
-    return chunks
-
-
-def first_maximum(probs, chunks):
-    """[H, R]: each row's first column holding its maximum, from the first chunk holding it."""
-    start = chunks.argmax(-1) * CHUNK
-    at = (start[..., None] + torch.arange(CHUNK)).clamp_max(probs.shape[-1] - 1)
-    return start + probs.gather(-1, at).argmax(-1)
+HEADS, KV_HEADS, ROWS, DIM = 9, 3, 64, 64
 
 
 def eager_block(q, k, v, weights, pooling):
-    """q [K, n_rep * R, D] (scaled), k and v [K, C, D], weights [3, C], pooling [H, cells, R]."""
+    """q [K, n_rep * R, D] (scaled), k and v [K, C, D], weights [3, C] (the first: ones), pooling [H, cells, R]."""
     scores = torch.matmul(q, k.transpose(-2, -1)).view(HEADS, ROWS, -1)  # H, R, C
     probs = torch.softmax(scores, -1)
-    chunks = chunk_maxima(probs)  # H, R, n
-    where = first_maximum(probs, chunks)  # H, R
-    products = (weights @ probs.reshape(HEADS * ROWS, -1).T).view(-1, HEADS, ROWS)  # the first: each row's total
-    # -sum p log p with log p_j = (s_j - s_t) + log p_t: p (s - s_t) written over the scores, summed
-    top = probs.gather(-1, where[..., None])[..., 0]
-    scores.sub_(scores.gather(-1, where[..., None])).mul_(probs)
-    entropy = -scores.sum(-1) - torch.special.xlogy(products[0], top)
+    chunks = _chunk_maxima(probs)  # H, R, n
+    where = first_index(probs, chunks)  # H, R
+    products = _row_products(probs, weights)  # the first: each row's total
+    top = chunks.amax(-1)
+    entropy = _entropy(probs, scores, top, where, products[0])  # written over the scores
     pooled = torch.bmm(pooling, probs)
     context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
     return context, entropy, chunks, where, products, pooled
@@ -65,8 +49,8 @@ def fused_block(q, k, v, weights, pooling):
     total = exp.sum(-1, keepdim=True)
     probs = exp / total
     entropy = torch.log(total[..., 0]) - (exp * shifted).sum(-1) / total[..., 0]
-    chunks = chunk_maxima(probs)
-    where = first_maximum(probs, chunks)
+    chunks = _chunk_maxima(probs)
+    where = first_index(probs, chunks)
     products = torch.einsum("hrc,mc->mhr", probs, weights)
     pooled = torch.bmm(pooling, probs)
     context = torch.matmul(probs.view(KV_HEADS, -1, probs.shape[-1]), v)
