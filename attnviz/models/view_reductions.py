@@ -139,7 +139,8 @@ class MosaicTiles:
 
     def _kept_sets(self, const, device) -> tuple[torch.Tensor, dict[str, int]]:
         """[m, S] float32: the sets of columns the renormalising poolings renormalise over, 0/1, one row each set
-        (views sharing their columns share it), and each such pooling's row there; made once per device."""
+        (views sharing their columns share it), and each such pooling's row there; made once per device, asked only
+        where some pooling renormalises (m >= 1)."""
         made = self._kept.get(device)
         if made is None:
             sets, set_of = [], {}
@@ -149,8 +150,7 @@ class MosaicTiles:
                     if at == len(sets):
                         sets.append(pooling["kept"])
                     set_of[name] = at
-            matrix = torch.stack(sets) if sets else torch.zeros(0, 0, device=device)
-            made = self._kept[device] = (matrix, set_of)
+            made = self._kept[device] = (torch.stack(sets), set_of)
         return made
 
     def _row_weights(self, const, r0: int, r: int, device):
